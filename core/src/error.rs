@@ -1,0 +1,95 @@
+//! The one error type of the core. Every error carries a stable [`ErrorCode`]
+//! that the JS layer exposes as `error.code`, and a message a user can act on.
+//! Messages never contain credentials.
+
+use std::fmt;
+
+/// Stable, machine-readable error categories (`error.code` in JS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// A provider option is invalid or the kubeconfig cannot be used.
+    Config,
+    /// An argument to a call is invalid (bad env name, empty path, ...).
+    InvalidRequest,
+    /// The sandbox, file or object does not exist.
+    NotFound,
+    /// The object exists but is in a state that does not allow the call.
+    InvalidState,
+    /// The API server refused the call (RBAC); the message names verb and resource.
+    Forbidden,
+    /// A deadline passed (readiness, API call).
+    Timeout,
+    /// The API server or the node could not be reached, or answered 5xx/429.
+    Unavailable,
+    /// The sandbox cannot run: image pull failure, crash loop, terminal pod, expired.
+    SandboxFailed,
+    /// An exec connection ended without an exit status.
+    ConnectionLost,
+    /// The caller aborted the operation.
+    Aborted,
+    /// A limit was exceeded (file too large for `readFile`, ...).
+    TooLarge,
+    /// A path is a directory where a file was expected, or the reverse.
+    IsDirectory,
+    /// Anything else; the message says what.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The snake_case name exposed to JS.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Config => "config",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::SandboxFailed => "sandbox_failed",
+            ErrorCode::ConnectionLost => "connection_lost",
+            ErrorCode::Aborted => "aborted",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::IsDirectory => "is_directory",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error of the provider: a code plus a human message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// The stable category.
+    pub code: ErrorCode,
+    /// What went wrong and, where possible, how to fix it.
+    pub message: String,
+}
+
+impl Error {
+    /// An error with the given code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error { code, message: message.into() }
+    }
+    /// `ErrorCode::Config`.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Config, message)
+    }
+    /// `ErrorCode::InvalidRequest`.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+    /// `ErrorCode::Internal`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+}
+
+/// Result with the core's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,15 @@
+//! `sandbox-core`: a Kubernetes sandbox provider for agents, built on
+//! kubernetes-sigs/agent-sandbox (SandboxClaim / Sandbox) and pods/exec.
+//!
+//! Modules, one concern each:
+//! - [`error`]: the error type with stable codes.
+//! - [`config`]: provider options, validated up front.
+//! - [`kube`]: building the Kubernetes client from the kubeconfig options, and
+//!   mapping API errors to [`error::Error`].
+//! - [`lifecycle`]: create / connect / suspend / destroy, readiness, TTL, events.
+//! - [`exec`]: the exec engine behind the [`exec::Runtime`] trait (pods/exec now).
+//! - [`files`]: file operations built on exec.
+
+pub mod error;
+
+pub use error::{Error, ErrorCode, Result};
