@@ -4,12 +4,13 @@
 //! Modules, one concern each:
 //! - [`error`]: the error type with stable codes.
 //! - [`config`]: provider options, validated up front.
-//! - [`kube`]: building the Kubernetes client from the kubeconfig options, and
+//! - [`client`]: building the Kubernetes client from the kubeconfig options, and
 //!   mapping API errors to [`error::Error`].
 //! - [`lifecycle`]: create / connect / suspend / destroy, readiness, TTL, events.
 //! - [`exec`]: the exec engine behind the [`exec::Runtime`] trait (pods/exec now).
 //! - [`files`]: file operations built on exec.
 
+pub mod client;
 pub mod error;
 
 pub use error::{Error, ErrorCode, Result};

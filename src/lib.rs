@@ -1,0 +1,3 @@
+//! napi binding of `sandbox-core`: converts JS values to core types and core
+//! errors to JS errors with a `code`. No Kubernetes logic lives here.
+#![deny(clippy::all)]
