@@ -11,6 +11,7 @@
 //! - [`files`]: file operations built on exec.
 
 pub mod client;
+pub mod config;
 pub mod error;
 
 pub use error::{Error, ErrorCode, Result};

@@ -1,0 +1,161 @@
+//! Provider options: JSON in (as passed to `agentSandboxProvider(opts)`),
+//! a validated [`ProviderConfig`] out. Every problem is an
+//! [`ErrorCode::Config`](crate::ErrorCode::Config) error naming the option, so
+//! mistakes surface when the provider is constructed, not at the first create.
+
+mod fields;
+pub mod kubeconfig;
+mod modes;
+pub mod validate;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use fields::{kind, Fields};
+pub use kubeconfig::{KubeConfigSource, ServerConfig, TokenSource};
+pub use modes::{DirectMode, Mode, VolumeOptions, WarmPoolMode, VOLUME_NAME};
+
+/// Default provider name: persisted by Rivet next to the sandbox id, so it
+/// must stay stable.
+pub const DEFAULT_NAME: &str = "agent-sandbox";
+/// Default working directory inside the sandbox.
+pub const DEFAULT_CWD: &str = "/workspace";
+/// Default readiness timeout (a cold start with an image pull can take minutes).
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default cap on concurrent execs per provider (pods/exec bypasses API
+/// priority and fairness, so we cap it ourselves).
+pub const DEFAULT_MAX_CONCURRENT_EXECS: usize = 32;
+
+/// What `suspend()` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuspendPolicy {
+    /// Delete the pod (`operatingMode: Suspended`); only the persistent volume
+    /// at `cwd` survives.
+    Pod,
+    /// Keep the pod running; suspend only moves the TTL.
+    None,
+}
+
+/// The validated provider options.
+#[derive(Debug)]
+pub struct ProviderConfig {
+    /// Provider name (`provider.name`).
+    pub name: String,
+    /// Namespace; `None` = from the kubeconfig context (or "default").
+    pub namespace: Option<String>,
+    /// Working directory inside the sandbox.
+    pub cwd: String,
+    /// Container to exec into; `None` = the pod's first container.
+    pub container: Option<String>,
+    /// How long connect waits for readiness (and suspend/destroy for completion).
+    pub ready_timeout: Duration,
+    /// What suspend does.
+    pub suspend: SuspendPolicy,
+    /// Inactivity backstop: the sandbox is deleted this long after the last
+    /// connect/exec.
+    pub ttl: Option<Duration>,
+    /// Where credentials come from.
+    pub kube_config: KubeConfigSource,
+    /// Concurrent exec cap.
+    pub max_concurrent_execs: usize,
+    /// Warm pool or direct.
+    pub mode: Mode,
+}
+
+/// Parses and validates the options object.
+///
+/// `onEvent` is a JS function, which does not survive the trip to JSON: the
+/// JS layer replaces it by its `typeof` string, checked here.
+pub fn parse(options: &Value) -> Result<ProviderConfig> {
+    let mut f = Fields::new("", options)?;
+    let name = f.string("name")?.unwrap_or_else(|| DEFAULT_NAME.to_string());
+    let namespace = f.string("namespace")?;
+    if let Some(ns) = &namespace {
+        validate::dns_label(ns).map_err(|e| f.error("namespace", e))?;
+    }
+    let cwd = f.string("cwd")?.unwrap_or_else(|| DEFAULT_CWD.to_string());
+    validate::absolute_path(&cwd).map_err(|e| f.error("cwd", e))?;
+    let container = f.string("container")?;
+    if let Some(c) = &container {
+        validate::dns_label(c).map_err(|e| f.error("container", e))?;
+    }
+    let ready_timeout = f
+        .positive_int("readyTimeoutMs", 24 * 3_600_000)?
+        .map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis);
+    let suspend = match f.string("suspend")?.as_deref() {
+        None | Some("pod") => SuspendPolicy::Pod,
+        Some("none") => SuspendPolicy::None,
+        Some(other) => return Err(f.error("suspend", format!("must be \"pod\" or \"none\", got {other:?}"))),
+    };
+    let ttl = f.positive_int("ttlSeconds", 365 * 86_400)?.map(Duration::from_secs);
+    if ttl.is_some_and(|t| t < MIN_TTL) {
+        return Err(f.error("ttlSeconds", format!("must be at least {} seconds", MIN_TTL.as_secs())));
+    }
+    let kube_config = kubeconfig::parse(f.raw("kubeConfig"))?;
+    let max_concurrent_execs = f
+        .positive_int("maxConcurrentExecs", 4096)?
+        .map_or(DEFAULT_MAX_CONCURRENT_EXECS, |n| n as usize);
+    if let Some(v) = f.raw("onEvent") {
+        if v.as_str() != Some("function") {
+            let got = v.as_str().map_or(kind(v), |t| t);
+            return Err(f.error("onEvent", format!("must be a function, got {got}")));
+        }
+    }
+    let mode = parse_mode(&mut f, &cwd, suspend)?;
+    f.finish()?;
+    Ok(ProviderConfig {
+        name,
+        namespace,
+        cwd,
+        container,
+        ready_timeout,
+        suspend,
+        ttl,
+        kube_config,
+        max_concurrent_execs,
+        mode,
+    })
+}
+
+/// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a
+/// minute, so anything shorter could expire an active sandbox.
+pub const MIN_TTL: Duration = Duration::from_secs(120);
+
+fn parse_mode(f: &mut Fields<'_>, cwd: &str, suspend: SuspendPolicy) -> Result<Mode> {
+    let pool = f.string("warmPool")?;
+    let claim = f.object("claim")?;
+    let sandbox = f.object("sandbox")?;
+    match (pool, sandbox) {
+        (Some(_), Some(_)) => Err(Error::config(
+            "options `warmPool` and `sandbox` are exclusive: give `warmPool` to claim from a SandboxWarmPool, or `sandbox` to create Sandboxes directly",
+        )),
+        (None, None) => Err(Error::config(
+            "give either `warmPool` (a SandboxWarmPool name) or `sandbox: { image, ... }` (create Sandboxes directly)",
+        )),
+        (Some(pool), None) => {
+            validate::dns_subdomain(&pool).map_err(|e| f.error("warmPool", e))?;
+            // The persistent volume check needs the pool's template: done by
+            // the lifecycle on create (it needs the API server).
+            modes::parse_warm_pool(pool, claim).map(Mode::WarmPool)
+        }
+        (None, Some(s)) => {
+            if claim.is_some() {
+                return Err(f.error("claim", "only applies with `warmPool`; in direct mode use `sandbox` options"));
+            }
+            let direct = modes::parse_direct(s, cwd)?;
+            let persistent = direct.volume.as_ref().is_some_and(|v| validate::path_within(cwd, &v.path));
+            if suspend == SuspendPolicy::Pod && !persistent {
+                return Err(Error::config(format!(
+                    "option `suspend: \"pod\"` deletes the pod on suspend, so files at cwd {cwd:?} would be lost: \
+                     add `sandbox.volume: {{ size: \"10Gi\" }}` (a PVC mounted at cwd), or set `suspend: \"none\"` to keep the pod running"
+                )));
+            }
+            Ok(Mode::Direct(direct))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! The two provisioning modes: `warmPool` (SandboxClaims) and `sandbox`
+//! (Sandboxes created directly).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec};
+use serde_json::Value;
+
+use super::fields::{any, Fields};
+use super::validate;
+use crate::error::Result;
+
+/// How sandboxes are provisioned.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// A SandboxClaim against a SandboxWarmPool.
+    WarmPool(WarmPoolMode),
+    /// A Sandbox object built from [`DirectMode`].
+    Direct(DirectMode),
+}
+
+/// `warmPool` + `claim` options.
+#[derive(Debug, Clone)]
+pub struct WarmPoolMode {
+    /// SandboxWarmPool name (`spec.warmPoolRef.name` of the claim).
+    pub pool: String,
+    /// Labels on the claim object.
+    pub labels: BTreeMap<String, String>,
+    /// Labels added to the pod (`spec.additionalPodMetadata.labels`).
+    pub pod_labels: BTreeMap<String, String>,
+    /// Annotations on the claim object.
+    pub annotations: BTreeMap<String, String>,
+    /// Claim `spec.env` (forces a cold start; needs the template's
+    /// `envVarsInjectionPolicy`).
+    pub env: BTreeMap<String, String>,
+    /// Claim `spec.volumeClaimTemplates` (forces a cold start; needs the
+    /// template's `volumeClaimTemplatesPolicy`). Each entry is checked to be a
+    /// PVC template with a name.
+    pub volume_claim_templates: Vec<Value>,
+    /// Claim `spec.lifecycle.ttlSecondsAfterFinished`.
+    pub shutdown_after_seconds: Option<u64>,
+}
+
+/// `sandbox` options: the pod of a directly created Sandbox.
+#[derive(Debug, Clone)]
+pub struct DirectMode {
+    /// Container image.
+    pub image: String,
+    /// Requests = limits for cpu, memory, ephemeral-storage.
+    pub resources: BTreeMap<&'static str, String>,
+    /// Pod `runtimeClassName` (e.g. gvisor, kata).
+    pub runtime_class_name: Option<String>,
+    /// A persistent volume (PVC per sandbox) mounted at `path`.
+    pub volume: Option<VolumeOptions>,
+    /// Pod `serviceAccountName` (its token is never mounted).
+    pub service_account_name: Option<String>,
+    /// Container environment.
+    pub env: BTreeMap<String, String>,
+    /// Labels on the Sandbox object and its pod.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations on the Sandbox object and its pod.
+    pub annotations: BTreeMap<String, String>,
+    /// `{ metadata?, spec? }` merged over the generated pod template
+    /// (RFC 7386 JSON merge patch: objects merge, arrays replace).
+    pub pod_template: Option<Value>,
+}
+
+/// `sandbox.volume`.
+#[derive(Debug, Clone)]
+pub struct VolumeOptions {
+    /// PVC size, e.g. "10Gi".
+    pub size: String,
+    /// Mount path; defaults to the provider's `cwd`.
+    pub path: String,
+    /// Storage class; the cluster default when omitted.
+    pub storage_class_name: Option<String>,
+}
+
+/// The volume name used for `sandbox.volume` (PVC `workspace-<sandbox>`).
+pub const VOLUME_NAME: &str = "workspace";
+
+/// Parses `claim` for warm-pool mode (`claim` absent → defaults).
+pub fn parse_warm_pool(pool: String, claim: Option<Fields<'_>>) -> Result<WarmPoolMode> {
+    let mut mode = WarmPoolMode {
+        pool,
+        labels: BTreeMap::new(),
+        pod_labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        env: BTreeMap::new(),
+        volume_claim_templates: Vec::new(),
+        shutdown_after_seconds: None,
+    };
+    let Some(mut c) = claim else { return Ok(mode) };
+    mode.labels = c.string_map("labels", validate::qualified_key, validate::label_value)?;
+    mode.pod_labels = c.string_map("podLabels", validate::qualified_key, validate::label_value)?;
+    mode.annotations = c.string_map("annotations", validate::qualified_key, any)?;
+    mode.env = c.string_map("env", validate::env_name, any)?;
+    if let Some(list) = c.get::<Vec<Value>>("volumeClaimTemplates")? {
+        for (i, vct) in list.iter().enumerate() {
+            check_vct(vct).map_err(|e| c.error("volumeClaimTemplates", format!("entry {i}: {e}")))?;
+        }
+        mode.volume_claim_templates = list;
+    }
+    mode.shutdown_after_seconds = c.positive_int("shutdownAfterSeconds", 10 * 365 * 86_400)?;
+    c.finish()?;
+    Ok(mode)
+}
+
+/// A claim volume claim template needs `metadata.name` and a PVC `spec`.
+fn check_vct(vct: &Value) -> std::result::Result<(), String> {
+    let name = vct.pointer("/metadata/name").and_then(Value::as_str).ok_or("`metadata.name` is required")?;
+    validate::dns_label(name)?;
+    let spec = vct.get("spec").ok_or("`spec` (a PersistentVolumeClaimSpec) is required")?;
+    serde_json::from_value::<PersistentVolumeClaimSpec>(spec.clone())
+        .map(drop)
+        .map_err(|e| format!("`spec` is not a PersistentVolumeClaimSpec: {e}"))
+}
+
+/// Parses `sandbox` for direct mode; `cwd` is the default volume path.
+pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
+    let image = s.string("image")?.ok_or_else(|| s.error("image", "is required in direct mode"))?;
+    if image.chars().any(char::is_whitespace) {
+        return Err(s.error("image", format!("{image:?} must not contain whitespace")));
+    }
+    let mut resources = BTreeMap::new();
+    if let Some(mut r) = s.object("resources")? {
+        for (key, k8s_name) in [("cpu", "cpu"), ("memory", "memory"), ("ephemeralStorage", "ephemeral-storage")] {
+            if let Some(q) = quantity(&mut r, key)? {
+                resources.insert(k8s_name, q);
+            }
+        }
+        r.finish()?;
+    }
+    let runtime_class_name = name_option(&mut s, "runtimeClassName")?;
+    let volume = match s.object("volume")? {
+        None => None,
+        Some(mut v) => {
+            let size = quantity(&mut v, "size")?.ok_or_else(|| v.error("size", "is required (e.g. \"10Gi\")"))?;
+            let path = v.string("path")?.unwrap_or_else(|| cwd.to_string());
+            validate::absolute_path(&path).map_err(|e| v.error("path", e))?;
+            let storage_class_name = name_option(&mut v, "storageClassName")?;
+            v.finish()?;
+            Some(VolumeOptions { size, path, storage_class_name })
+        }
+    };
+    let service_account_name = name_option(&mut s, "serviceAccountName")?;
+    let env = s.string_map("env", validate::env_name, any)?;
+    let labels = s.string_map("labels", validate::qualified_key, validate::label_value)?;
+    let annotations = s.string_map("annotations", validate::qualified_key, any)?;
+    let pod_template = s.raw("podTemplate").cloned();
+    if let Some(t) = &pod_template {
+        let mut f = Fields::new(&s.name("podTemplate"), t)?;
+        if let Some(spec) = f.raw("spec") {
+            serde_json::from_value::<PodSpec>(spec.clone())
+                .map_err(|e| f.error("spec", format!("is not a PodSpec: {e}")))?;
+        }
+        f.raw("metadata");
+        f.finish()?;
+    }
+    s.finish()?;
+    Ok(DirectMode {
+        image,
+        resources,
+        runtime_class_name,
+        volume,
+        service_account_name,
+        env,
+        labels,
+        annotations,
+        pod_template,
+    })
+}
+
+/// A quantity given as a string ("500m") or a number (2).
+fn quantity(f: &mut Fields<'_>, key: &'static str) -> Result<Option<String>> {
+    let q = match f.raw(key) {
+        None => return Ok(None),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(f.error(key, "must be a quantity string such as \"500m\" or \"2Gi\"")),
+    };
+    validate::quantity(&q).map_err(|e| f.error(key, e))?;
+    Ok(Some(q))
+}
+
+fn name_option(f: &mut Fields<'_>, key: &'static str) -> Result<Option<String>> {
+    let v = f.string(key)?;
+    if let Some(n) = &v {
+        validate::dns_subdomain(n).map_err(|e| f.error(key, e))?;
+    }
+    Ok(v)
+}

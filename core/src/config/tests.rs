@@ -1,0 +1,94 @@
+use super::*;
+use serde_json::json;
+
+fn err(v: Value) -> String {
+    let e = parse(&v).unwrap_err();
+    assert_eq!(e.code, crate::ErrorCode::Config);
+    e.message
+}
+
+#[test]
+fn warm_pool_defaults() {
+    let c = parse(&json!({ "warmPool": "pool-workspace" })).unwrap();
+    assert_eq!(c.name, DEFAULT_NAME);
+    assert_eq!(c.cwd, "/workspace");
+    assert_eq!(c.suspend, SuspendPolicy::Pod);
+    assert_eq!(c.ready_timeout, DEFAULT_READY_TIMEOUT);
+    assert!(c.namespace.is_none() && c.container.is_none() && c.ttl.is_none());
+    assert!(matches!(c.kube_config, KubeConfigSource::Default));
+    let Mode::WarmPool(w) = c.mode else { panic!("mode") };
+    assert_eq!(w.pool, "pool-workspace");
+}
+
+#[test]
+fn direct_mode_full() {
+    let c = parse(&json!({
+        "namespace": "ns", "cwd": "/work", "container": "main", "readyTimeoutMs": 1000,
+        "ttlSeconds": 600, "name": "k8s", "maxConcurrentExecs": 4, "onEvent": "function",
+        "sandbox": {
+            "image": "busybox:1", "resources": { "cpu": "500m", "memory": "1Gi", "ephemeralStorage": 2 },
+            "runtimeClassName": "gvisor", "volume": { "size": "1Gi", "storageClassName": "standard" },
+            "serviceAccountName": "runner", "env": { "A": "1" }, "labels": { "team": "x" },
+            "annotations": { "example.com/a": "b" },
+            "podTemplate": { "spec": { "nodeSelector": { "pool": "sandboxes" } } }
+        }
+    }))
+    .unwrap();
+    let Mode::Direct(d) = c.mode else { panic!("mode") };
+    assert_eq!(d.volume.unwrap().path, "/work");
+    assert_eq!(d.resources["ephemeral-storage"], "2");
+    assert_eq!(c.ttl, Some(Duration::from_secs(600)));
+}
+
+#[test]
+fn exactly_one_mode() {
+    assert!(err(json!({})).contains("warmPool"));
+    assert!(err(json!({ "warmPool": "p", "sandbox": { "image": "i" } })).contains("exclusive"));
+    assert!(err(json!({ "sandbox": { "image": "i" }, "suspend": "none", "claim": {} })).contains("`claim`"));
+}
+
+#[test]
+fn errors_name_the_option() {
+    let wp = |extra: Value| {
+        let mut v = json!({ "warmPool": "p" });
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        err(v)
+    };
+    assert!(wp(json!({ "readyTimeoutMs": -1 })).contains("readyTimeoutMs"));
+    assert!(wp(json!({ "readyTimeoutMs": 1.5 })).contains("readyTimeoutMs"));
+    assert!(wp(json!({ "namespace": "Bad_NS" })).contains("namespace"));
+    assert!(wp(json!({ "cwd": "relative" })).contains("cwd"));
+    assert!(wp(json!({ "suspend": "yes" })).contains("suspend"));
+    assert!(wp(json!({ "ttlSeconds": 5 })).contains("ttlSeconds"));
+    assert!(wp(json!({ "onEvent": "string" })).contains("onEvent"));
+    assert!(wp(json!({ "warmPol": "x" })).contains("unknown option `warmPol`"));
+    assert!(wp(json!({ "claim": { "labels": { "a": 1 } } })).contains("claim.labels"));
+    assert!(wp(json!({ "claim": { "env": { "1A": "x" } } })).contains("claim.env"));
+    assert!(wp(json!({ "claim": { "volumeClaimTemplates": [{ "spec": {} }] } })).contains("metadata.name"));
+    assert!(wp(json!({ "claim": { "shutdownAfterSeconds": 0 } })).contains("claim.shutdownAfterSeconds"));
+    assert!(wp(json!({ "claim": { "nope": 1 } })).contains("claim.nope"));
+    let direct = |sandbox: Value| err(json!({ "suspend": "none", "sandbox": sandbox }));
+    assert!(direct(json!({})).contains("sandbox.image"));
+    assert!(direct(json!({ "image": "i", "resources": { "cpu": "lots" } })).contains("sandbox.resources.cpu"));
+    assert!(direct(json!({ "image": "i", "volume": {} })).contains("sandbox.volume.size"));
+    assert!(direct(json!({ "image": "i", "podTemplate": { "spec": { "containers": 1 } } })).contains("podTemplate.spec"));
+    assert!(err(json!(null)).contains("must be an object"));
+}
+
+#[test]
+fn suspend_pod_needs_a_volume_at_cwd() {
+    let m = err(json!({ "sandbox": { "image": "i" } }));
+    assert!(m.contains("sandbox.volume") && m.contains("suspend: \"none\""), "{m}");
+    let m = err(json!({ "sandbox": { "image": "i", "volume": { "size": "1Gi", "path": "/data" } } }));
+    assert!(m.contains("/workspace"), "{m}");
+    assert!(parse(&json!({ "sandbox": { "image": "i", "volume": { "size": "1Gi", "path": "/" } } })).is_ok());
+    assert!(parse(&json!({ "sandbox": { "image": "i" }, "suspend": "none" })).is_ok());
+}
+
+#[test]
+fn secrets_stay_out_of_errors() {
+    let m = err(json!({ "warmPool": "p", "kubeConfig": { "server": "https://h", "token": 12345678 } }));
+    assert!(!m.contains("12345678"), "{m}");
+    let m = err(json!({ "warmPool": "p", "kubeConfig": { "server": "https://h", "token": "tok", "extra": "tok2" } }));
+    assert!(!m.contains("tok2"), "{m}");
+}
