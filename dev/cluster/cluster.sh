@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# The local control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok (node and pod status), nodeexec (the node's exec
+# endpoint, pod roots, volumes) and the agent-sandbox controller, all as plain
+# processes on 127.0.0.1. See README.md in this folder.
+#
+#   cluster.sh up                 build what is missing, start, set up; idempotent
+#   cluster.sh down               stop what `up` started (by recorded PID), remove state
+#   cluster.sh status             one line per component
+#   cluster.sh env                print the exports for tests (also in $STATE/env)
+#   cluster.sh build              only build the binaries (cached by version)
+#   cluster.sh apiserver stop|start   stop/start only kube-apiserver (outage tests)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+STATE=${SANDBOX_CLUSTER_STATE:-$REPO/.cluster}
+CACHE=${SANDBOX_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider}
+
+# Pinned versions. The Kubernetes components come from go.mod in this folder.
+K8S=v1.37.2
+KWOK=v0.8.0
+SBX=v1.0.3
+
+PKI=$STATE/pki
+RUN=$STATE/run
+ADMIN=$STATE/admin.kubeconfig
+CLIENT=$STATE/client.kubeconfig
+NS=sandbox-test
+NODE=kwok-node-0
+# Start order; `down` stops in reverse.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok nodeexec agent-sandbox-controller)
+
+export NO_PROXY=127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}
+unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
+
+hash_of() { cat "$@" | sha256sum | cut -c1-12; }
+
+# --- build -------------------------------------------------------------------
+
+K8S_BIN=$CACHE/k8s-$K8S-$(hash_of "$HERE/go.mod" "$HERE/go.sum")
+EXT_BIN=$CACHE/ext-kwok-$KWOK-sbx-$SBX
+NODEEXEC_BIN=$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)
+
+build() {
+	local t0=$SECONDS
+	if [[ ! -x $K8S_BIN/kube-apiserver ]]; then
+		log "building Kubernetes $K8S components and etcd (cold: ~10-15 min on 2 cores)"
+		local minor=${K8S#v1.}; minor=${minor%%.*}
+		local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1"
+		ld+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+		ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S"
+		mkdir -p "$K8S_BIN.tmp"
+		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -ldflags="$ld" -o "$K8S_BIN.tmp/" \
+			k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+			k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
+		rm -rf "$K8S_BIN" && mv "$K8S_BIN.tmp" "$K8S_BIN"
+	fi
+	if [[ ! -x $EXT_BIN/agent-sandbox-controller ]]; then
+		log "building kwok $KWOK and agent-sandbox controller $SBX"
+		mkdir -p "$EXT_BIN.tmp"
+		(cd "$HERE" && CGO_ENABLED=0 GOBIN="$EXT_BIN.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags="-s -w" \
+			"sigs.k8s.io/kwok/cmd/kwok@$KWOK")
+		(cd "$HERE" && CGO_ENABLED=0 GOBIN="$EXT_BIN.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags="-s -w" \
+			"sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$SBX")
+		rm -rf "$EXT_BIN" && mv "$EXT_BIN.tmp" "$EXT_BIN"
+	fi
+	if [[ ! -x $NODEEXEC_BIN/nodeexec ]]; then
+		log "building nodeexec"
+		mkdir -p "$NODEEXEC_BIN.tmp"
+		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -o "$NODEEXEC_BIN.tmp/nodeexec" ./cmd/nodeexec)
+		rm -rf "$NODEEXEC_BIN" && mv "$NODEEXEC_BIN.tmp" "$NODEEXEC_BIN"
+	fi
+	# The CRDs and kwok's node stages are read from the module cache, not copied.
+	(cd "$HERE" && go mod download "sigs.k8s.io/agent-sandbox@$SBX" "sigs.k8s.io/kwok@$KWOK")
+	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"
+	return 0
+}
+
+modcache() { (cd "$HERE" && go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); }
+
+KUBECTL() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
+
+# --- processes ---------------------------------------------------------------
+
+pid_of() { [[ -f $RUN/$1.pid ]] && cat "$RUN/$1.pid"; }
+alive() { local p; p=$(pid_of "$1") && [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+
+start() {
+	local name=$1; shift
+	log "starting $name"
+	nohup "$@" >"$RUN/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+}
+
+# fail NAME MSG: a component did not come up; say which and show its log.
+fail() {
+	printf '[cluster] error: %s: %s\n--- last lines of %s ---\n' "$1" "$2" "$RUN/$1.log" >&2
+	tail -n 30 "$RUN/$1.log" >&2 || true
+	exit 1
+}
+
+# wait_for NAME TIMEOUT CMD...: poll CMD until it succeeds, NAME dies, or TIMEOUT s pass.
+wait_for() {
+	local name=$1 timeout=$2; shift 2
+	local deadline=$((SECONDS + timeout))
+	until "$@" >/dev/null 2>&1; do
+		alive "$name" || fail "$name" "exited during start-up"
+		((SECONDS < deadline)) || fail "$name" "not ready after ${timeout}s"
+		sleep 0.2
+	done
+}
+
+stop_pid() {
+	local name=$1 p
+	p=$(pid_of "$name") || return 0
+	if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
+		kill "$p" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null || true
+	fi
+	rm -f "$RUN/$name.pid"
+}
+
+# --- PKI and kubeconfigs -----------------------------------------------------
+
+pki() {
+	mkdir -p "$PKI"
+	[[ -f $PKI/admin.crt ]] && return 0
+	(
+		cd "$PKI"
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=local-ca" 2>/dev/null
+		mk() {
+			openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+			printf '%b\n' "$3" >"$1.ext"
+			openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 -extfile "$1.ext" 2>/dev/null
+		}
+		mk apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth"
+		mk admin "/O=system:masters/CN=admin" "extendedKeyUsage=clientAuth"
+		mk kubelet "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"
+		openssl genrsa -out sa.key 2048 2>/dev/null
+		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+	)
+	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-cluster local --server=https://127.0.0.1:6443 \
+		--certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-credentials admin --client-certificate="$PKI/admin.crt" \
+		--client-key="$PKI/admin.key" --embed-certs >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-context local --cluster=local --user=admin >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" use-context local >/dev/null
+}
+
+client_kubeconfig() {
+	local token
+	token=$(KUBECTL -n "$NS" create token sandbox-client --duration=48h)
+	rm -f "$CLIENT"
+	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-cluster local --server=https://127.0.0.1:6443 \
+		--certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-credentials sandbox-client --token="$token" >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-context local --cluster=local --user=sandbox-client --namespace="$NS" >/dev/null
+	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" use-context local >/dev/null
+	chmod 600 "$CLIENT" "$ADMIN"
+}
+
+# --- components --------------------------------------------------------------
+
+start_etcd() {
+	start etcd "$K8S_BIN/etcd" --name=local --data-dir="$STATE/etcd" \
+		--listen-client-urls=http://127.0.0.1:23790 --advertise-client-urls=http://127.0.0.1:23790 \
+		--listen-peer-urls=http://127.0.0.1:23800 --initial-advertise-peer-urls=http://127.0.0.1:23800 \
+		--initial-cluster=local=http://127.0.0.1:23800 --listen-metrics-urls=http://127.0.0.1:23810 \
+		--unsafe-no-fsync --log-level=warn
+	wait_for etcd 30 curl -sf http://127.0.0.1:23790/health
+}
+
+start_apiserver() {
+	# --endpoint-reconciler-type=none: the lease reconciler rejects a loopback
+	# advertise address. TaintNodesByCondition is off so the fake node is never
+	# tainted not-ready (no node-lifecycle controller runs to lift it).
+	start kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:23790 \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
+		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+		--service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC --allow-privileged=true \
+		--endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalIP,Hostname \
+		--disable-admission-plugins=TaintNodesByCondition --cert-dir="$STATE/apiserver-certs"
+	wait_for kube-apiserver 60 KUBECTL get --raw=/readyz
+}
+
+start_controllers() {
+	start kube-controller-manager "$K8S_BIN/kube-controller-manager" --kubeconfig="$ADMIN" \
+		--leader-elect=false --use-service-account-credentials=false --bind-address=127.0.0.1 --secure-port=0 \
+		--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller \
+		--root-ca-file="$PKI/ca.crt"
+	start kube-scheduler "$K8S_BIN/kube-scheduler" --kubeconfig="$ADMIN" --leader-elect=false \
+		--bind-address=127.0.0.1 --secure-port=0
+}
+
+start_node() {
+	local kwokdir; kwokdir=$(modcache "sigs.k8s.io/kwok@$KWOK")
+	KUBECTL apply -f "$HERE/manifests/node.yaml" >/dev/null
+	# kwok's node stages from the module cache, then our pod stages.
+	{
+		cat "$kwokdir/kustomize/stage/node/fast/node-initialize.yaml"; echo "---"
+		cat "$kwokdir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"; echo "---"
+		cat "$kwokdir/kustomize/stage/pod/fast/pod-delete.yaml"; echo "---"
+		cat "$HERE/kwok/pod-stages.yaml"
+	} >"$STATE/kwok.yaml"
+	# kwok advertises port 10250 (nodeexec) in the node status; its own server,
+	# unused, stays on another loopback port. HOME keeps it off ~/.kwok.
+	start kwok env HOME="$STATE" "$EXT_BIN/kwok" --kubeconfig="$ADMIN" --config="$STATE/kwok.yaml" \
+		--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+		--node-ip=127.0.0.1 --node-name=localhost --node-port=10250 --server-address=127.0.0.1:10251 \
+		--node-lease-duration-seconds=40 --tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key"
+	wait_for kwok 60 KUBECTL wait --for=condition=Ready "node/$NODE" --timeout=1s
+	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:10250 \
+		--tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key" \
+		--node-name="$NODE" --state-dir="$STATE/node" --storage-class=local-dev
+	wait_for nodeexec 30 curl -skf https://127.0.0.1:10250/healthz
+}
+
+start_agent_sandbox() {
+	local sbxdir; sbxdir=$(modcache "sigs.k8s.io/agent-sandbox@$SBX")
+	KUBECTL apply --server-side -f "$sbxdir/k8s/crds/" >/dev/null
+	KUBECTL wait --for=condition=Established crd --all --timeout=60s >/dev/null
+	start agent-sandbox-controller "$EXT_BIN/agent-sandbox-controller" --kubeconfig="$ADMIN" \
+		--leader-elect=false --extensions=true \
+		--metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081
+	wait_for agent-sandbox-controller 60 curl -sf http://127.0.0.1:18081/readyz
+}
+
+setup_objects() {
+	KUBECTL apply -f "$HERE/manifests/setup.yaml" >/dev/null
+	wait_for kube-controller-manager 30 KUBECTL -n "$NS" get serviceaccount default
+	KUBECTL apply -f "$HERE/manifests/pools.yaml" >/dev/null
+	client_kubeconfig
+	local p
+	for p in pool-workspace pool-ephemeral; do
+		wait_for agent-sandbox-controller 120 pool_ready "$p"
+	done
+}
+
+pool_ready() {
+	local want have
+	want=$(KUBECTL -n "$NS" get sandboxwarmpool "$1" -o jsonpath='{.spec.replicas}')
+	have=$(KUBECTL -n "$NS" get sandboxwarmpool "$1" -o jsonpath='{.status.readyReplicas}')
+	[[ -n $have && $have == "$want" ]]
+}
+
+write_env() {
+	cat >"$STATE/env" <<EOF
+export KUBECONFIG=$CLIENT
+export SANDBOX_TEST_ADMIN_KUBECONFIG=$ADMIN
+export SANDBOX_TEST_NAMESPACE=$NS
+export SANDBOX_TEST_KUBECTL=$K8S_BIN/kubectl
+export SANDBOX_CLUSTER_SCRIPT=$HERE/cluster.sh
+EOF
+}
+
+healthy() {
+	local c
+	for c in "${COMPONENTS[@]}"; do alive "$c" || return 1; done
+	KUBECTL get --raw=/readyz >/dev/null 2>&1 && [[ -f $STATE/env ]]
+}
+
+# --- commands ----------------------------------------------------------------
+
+up() {
+	command -v go >/dev/null || die "Go is required (go1.26+)"
+	command -v openssl >/dev/null || die "openssl is required"
+	command -v nsenter >/dev/null || die "nsenter (util-linux) is required"
+	[[ $(id -u) == 0 ]] || die "nodeexec needs root (mount and PID namespaces)"
+	build
+	if healthy; then
+		log "already running"
+		usage_note
+		return 0
+	fi
+	down quiet
+	local t0=$SECONDS
+	mkdir -p "$RUN"
+	pki
+	start_etcd
+	start_apiserver
+	start_controllers
+	start_node
+	start_agent_sandbox
+	setup_objects
+	write_env
+	log "Ready for tests ($((SECONDS - t0)) s)"
+	usage_note
+}
+
+usage_note() {
+	cat >&2 <<EOF
+[cluster] KUBECONFIG=$CLIENT (ServiceAccount $NS/sandbox-client, least privilege)
+[cluster] admin: $ADMIN
+[cluster] for tests: source $STATE/env
+EOF
+}
+
+down() {
+	local i c p
+	for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+		c=${COMPONENTS[i]}
+		alive "$c" && [[ ${1:-} != quiet ]] && log "stopping $c"
+		stop_pid "$c"
+	done
+	# Pod inits left behind if nodeexec died without cleaning up.
+	for p in "$STATE"/node/pods/*/init.pid; do
+		[[ -f $p ]] && kill -9 "$(cat "$p")" 2>/dev/null || true
+	done
+	rm -rf "$STATE"
+}
+
+status() {
+	local c
+	for c in "${COMPONENTS[@]}"; do
+		if alive "$c"; then echo "$c: running (pid $(pid_of "$c"))"; else echo "$c: stopped"; fi
+	done
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+status) status ;;
+build) build ;;
+env) cat "$STATE/env" ;;
+apiserver)
+	case ${2:-} in
+	stop) stop_pid kube-apiserver ;;
+	start) alive kube-apiserver || start_apiserver ;;
+	*) die "usage: cluster.sh apiserver stop|start" ;;
+	esac
+	;;
+*) die "usage: cluster.sh up|down|status|env|build|apiserver stop|start" ;;
+esac

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// podSandbox is one running pod: its PID 1 and its root, keyed by pod UID so a
+// pod re-created under the same name (resume) starts from a fresh root.
+type podSandbox struct {
+	uid     types.UID
+	initPID int
+	dir     string // <state>/pods/<uid>: root/ and emptyDir volumes
+	exited  chan struct{}
+}
+
+// podManager creates a pod's namespaces on its first exec and destroys them
+// (killing every process in the pod) when the pod is deleted.
+type podManager struct {
+	stateDir string
+	client   kubernetes.Interface
+	pods     corelisters.PodLister
+	pvcs     corelisters.PersistentVolumeClaimLister
+	pvs      corelisters.PersistentVolumeLister
+
+	mu   sync.Mutex
+	live map[types.UID]*podSandbox
+}
+
+func newPodManager(stateDir string, client kubernetes.Interface, podFactory, factory informers.SharedInformerFactory) *podManager {
+	m := &podManager{
+		stateDir: stateDir,
+		client:   client,
+		pods:     podFactory.Core().V1().Pods().Lister(),
+		pvcs:     factory.Core().V1().PersistentVolumeClaims().Lister(),
+		pvs:      factory.Core().V1().PersistentVolumes().Lister(),
+		live:     map[types.UID]*podSandbox{},
+	}
+	_, _ = podFactory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+				m.teardown(p.UID)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				m.teardown(p.UID)
+			}
+		},
+	})
+	return m
+}
+
+// enter returns the pod's sandbox (starting it if needed), the container's
+// environment and working directory.
+func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []string, string, error) {
+	pod, err := m.pods.Pods(ns).Get(name)
+	if err != nil {
+		// The informer may lag a freshly created pod: ask the API server.
+		if pod, err = m.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+			return nil, nil, "", fmt.Errorf("pod %s/%s: %w", ns, name, err)
+		}
+	}
+	if uid != "" && string(pod.UID) != uid {
+		return nil, nil, "", fmt.Errorf("pod %s/%s has UID %s, not %s", ns, name, pod.UID, uid)
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil, nil, "", fmt.Errorf("pod %s/%s is being deleted", ns, name)
+	}
+	var c *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == container {
+			c = &pod.Spec.Containers[i]
+		}
+	}
+	if c == nil {
+		return nil, nil, "", fmt.Errorf("container %q not found in pod %s/%s", container, ns, name)
+	}
+	sb, err := m.ensure(pod, c)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	workDir := c.WorkingDir
+	if workDir == "" {
+		workDir = "/"
+	}
+	return sb, containerEnv(pod, c), workDir, nil
+}
+
+// containerEnv is the process environment of an exec: the image defaults a
+// Debian image would have, then the container's literal env entries.
+func containerEnv(pod *corev1.Pod, c *corev1.Container) []string {
+	keys := []string{"PATH", "HOSTNAME", "HOME"}
+	vals := map[string]string{
+		"PATH":     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOSTNAME": pod.Name,
+		"HOME":     "/root",
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			continue // secret/configMap/field refs are not resolved on this node
+		}
+		if _, seen := vals[e.Name]; !seen {
+			keys = append(keys, e.Name)
+		}
+		vals[e.Name] = e.Value
+	}
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+vals[k])
+	}
+	return env
+}
+
+func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb, ok := m.live[pod.UID]; ok {
+		return sb, nil
+	}
+	dir := filepath.Join(m.stateDir, "pods", string(pod.UID))
+	mounts, err := m.mountsFor(pod, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := json.Marshal(podSpec{Root: filepath.Join(dir, "root"), Hostname: pod.Name, Mounts: mounts})
+	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/proc/self/exe", podInitArg, string(spec))
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+		Setsid:     true,
+	}
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("start pod init: %w", err)
+	}
+	msg := make([]byte, 4096)
+	n, _ := r.Read(msg)
+	_ = r.Close()
+	if string(msg[:n]) != "ok" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("pod %s/%s root setup failed: %s", pod.Namespace, pod.Name, msg[:n])
+	}
+	sb := &podSandbox{uid: pod.UID, initPID: cmd.Process.Pid, dir: dir, exited: make(chan struct{})}
+	// Recorded so that `cluster.sh down` can kill pod inits even if nodeexec died.
+	_ = os.WriteFile(filepath.Join(dir, "init.pid"), []byte(fmt.Sprint(sb.initPID)), 0o644)
+	go func() {
+		_ = cmd.Wait()
+		close(sb.exited)
+	}()
+	m.live[pod.UID] = sb
+	klog.Infof("pod %s/%s (%s): init pid %d", pod.Namespace, pod.Name, pod.UID, sb.initPID)
+	return sb, nil
+}
+
+// mountsFor maps the container's volumeMounts to host directories: PVCs to
+// their PersistentVolume's path, emptyDirs to a per-pod directory. Other
+// volume types (configMap, secret, projected) are not materialised.
+func (m *podManager) mountsFor(pod *corev1.Pod, c *corev1.Container, dir string) ([]mountSpec, error) {
+	sources := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			path, err := m.pvcPath(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+			if err != nil {
+				return nil, err
+			}
+			sources[v.Name] = path
+		case v.EmptyDir != nil:
+			path := filepath.Join(dir, "volumes", v.Name)
+			if err := os.MkdirAll(path, 0o777); err != nil {
+				return nil, err
+			}
+			sources[v.Name] = path
+		}
+	}
+	var mounts []mountSpec
+	for _, vm := range c.VolumeMounts {
+		src, ok := sources[vm.Name]
+		if !ok {
+			continue
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
+			if err := os.MkdirAll(src, 0o777); err != nil {
+				return nil, err
+			}
+		}
+		mounts = append(mounts, mountSpec{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+	}
+	return mounts, nil
+}
+
+func (m *podManager) pvcPath(ns, name string) (string, error) {
+	pvc, err := m.pvcs.PersistentVolumeClaims(ns).Get(name)
+	if err != nil {
+		return "", fmt.Errorf("PVC %s/%s: %w", ns, name, err)
+	}
+	if pvc.Spec.VolumeName == "" {
+		return "", fmt.Errorf("PVC %s/%s is not bound", ns, name)
+	}
+	pv, err := m.pvs.Get(pvc.Spec.VolumeName)
+	if err != nil {
+		return "", fmt.Errorf("PV %s: %w", pvc.Spec.VolumeName, err)
+	}
+	if pv.Spec.HostPath == nil || !strings.HasPrefix(pv.Spec.HostPath.Path, m.stateDir) {
+		return "", fmt.Errorf("PV %s is not provisioned by this node", pv.Name)
+	}
+	return pv.Spec.HostPath.Path, nil
+}
+
+// teardown kills the pod's PID 1 — the kernel then kills every process in
+// the pod's PID namespace — and removes its root.
+func (m *podManager) teardown(uid types.UID) {
+	m.mu.Lock()
+	sb, ok := m.live[uid]
+	delete(m.live, uid)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = syscall.Kill(sb.initPID, syscall.SIGKILL)
+	<-sb.exited
+	if err := os.RemoveAll(sb.dir); err != nil {
+		klog.Errorf("remove %s: %v", sb.dir, err)
+	}
+	klog.Infof("pod %s: stopped", uid)
+}
+
+func (m *podManager) shutdown() {
+	m.mu.Lock()
+	uids := make([]types.UID, 0, len(m.live))
+	for uid := range m.live {
+		uids = append(uids, uid)
+	}
+	m.mu.Unlock()
+	for _, uid := range uids {
+		m.teardown(uid)
+	}
+}
