@@ -1,6 +1,8 @@
-//! The Kubernetes client: building it from the `kubeConfig` option, and
-//! mapping API errors (see [`errors`]).
+//! The Kubernetes client: building it from the `kubeConfig` option (see
+//! [`connect`]), and mapping API errors (see [`errors`]).
 
+pub mod connect;
 pub mod errors;
 
-pub use errors::{api_error, Action};
+pub use connect::{connect, Connection};
+pub use errors::{api_error, redact, Action};
