@@ -13,5 +13,6 @@
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod lifecycle;
 
 pub use error::{Error, ErrorCode, Result};

@@ -1,0 +1,143 @@
+//! Pure decisions over observed objects: is the sandbox ready for its
+//! current generation, has it failed for good, is it suspended.
+//!
+//! Status is checked against `metadata.generation` because the controller
+//! writes status without a resourceVersion precondition, so a stale status
+//! (e.g. Ready from before a suspend) can show up briefly.
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::resources::{bound_sandbox, condition, ClaimObject, SandboxObject};
+
+/// Sandbox `Ready=False` reasons that never recover by waiting.
+const SANDBOX_FAILED: [&str; 4] = ["PodFailed", "PodSucceeded", "SandboxExpired", "MultiplePods"];
+/// Claim `Ready=False` reasons that never recover by waiting.
+const CLAIM_FAILED: [&str; 6] = [
+    "TemplateNotFound",
+    "WarmPoolNotFound",
+    "InvalidMetadata",
+    "EnvVarsInjectionRejected",
+    "VolumeClaimTemplatesError",
+    "ClaimExpired",
+];
+/// Container waiting reasons that mean the pod will not start.
+const CONTAINER_FAILED: [&str; 6] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "CrashLoopBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+];
+
+/// The state of a sandbox's readiness.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Ready at the current generation, with a live pod.
+    Ready,
+    /// Not yet; the text says why.
+    Waiting(String),
+    /// Will not become ready: the reason and message.
+    Failed(String),
+}
+
+/// The state of a claim before it is bound to a Sandbox.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// Bound to the Sandbox of this name.
+    Bound(String),
+    /// Not yet bound; the text says why.
+    Waiting(String),
+    /// Failed for good.
+    Failed(String),
+}
+
+/// Whether the claim is bound, failed or still waiting.
+pub fn claim_binding(claim: &ClaimObject) -> Binding {
+    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let ready = condition(conditions, "Ready");
+    if let Some(c) = ready.filter(|c| !c.is_true() && CLAIM_FAILED.contains(&c.reason.as_str())) {
+        return Binding::Failed(format!("claim failed: {}", c.describe()));
+    }
+    match bound_sandbox(claim) {
+        Some(name) => Binding::Bound(name.to_string()),
+        None => Binding::Waiting(match ready {
+            Some(c) if !c.reason.is_empty() => format!("claim not bound to a sandbox yet ({})", c.describe()),
+            _ => "claim not bound to a sandbox yet".to_string(),
+        }),
+    }
+}
+
+/// Whether the Sandbox is ready for its current generation with `pod` (the
+/// pod named after it, if it exists). `old_pod_uid`: the pod from before a
+/// resume, which must not count as ready.
+pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>, old_pod_uid: Option<&str>) -> Readiness {
+    if let Some(failure) = pod.and_then(pod_failure) {
+        return Readiness::Failed(failure);
+    }
+    let generation = sandbox.metadata.generation;
+    let conditions = sandbox.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let ready = condition(conditions, "Ready").filter(|c| c.is_current(generation));
+    if let Some(c) = ready.filter(|c| !c.is_true() && SANDBOX_FAILED.contains(&c.reason.as_str())) {
+        return Readiness::Failed(format!("sandbox failed: {}", c.describe()));
+    }
+    if sandbox.spec.is_suspended() {
+        return Readiness::Waiting("sandbox is suspended".into());
+    }
+    let live_pod = pod.filter(|p| {
+        p.metadata.deletion_timestamp.is_none() && (old_pod_uid.is_none() || p.metadata.uid.as_deref() != old_pod_uid)
+    });
+    match (ready, live_pod) {
+        (Some(c), Some(_)) if c.is_true() => Readiness::Ready,
+        (_, None) => Readiness::Waiting("waiting for the pod to be created".into()),
+        (_, Some(p)) => Readiness::Waiting(pod_progress(p).unwrap_or_else(|| match ready {
+            Some(c) => c.describe(),
+            None => "waiting for the controller to report readiness".into(),
+        })),
+    }
+}
+
+/// True once the Sandbox's pod is gone after a suspend (`Suspended=True` at
+/// the current generation).
+pub fn is_suspended(sandbox: &SandboxObject) -> bool {
+    let conditions = sandbox.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    sandbox.spec.is_suspended()
+        && condition(conditions, "Suspended").is_some_and(|c| c.is_true() && c.is_current(sandbox.metadata.generation))
+}
+
+/// A reason the pod will never start, if any.
+pub fn pod_failure(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if let Some(phase @ ("Failed" | "Succeeded")) = status.phase.as_deref() {
+        let why = [status.reason.as_deref(), status.message.as_deref()].into_iter().flatten().collect::<Vec<_>>();
+        return Some(format!("pod {phase}{}", if why.is_empty() { String::new() } else { format!(": {}", why.join(": ")) }));
+    }
+    let containers = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
+    containers.into_iter().find_map(|cs| {
+        let waiting = cs.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        CONTAINER_FAILED.contains(&reason).then(|| {
+            format!("container {:?}: {reason}: {}", cs.name, waiting.message.as_deref().unwrap_or("cannot start"))
+        })
+    })
+}
+
+/// What the pod is doing while not ready (unschedulable, pulling, ...).
+fn pod_progress(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let scheduled = status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled");
+    if let Some(c) = scheduled.filter(|c| c.status == "False") {
+        let reason = c.reason.as_deref().unwrap_or("not scheduled");
+        return Some(format!("pod {reason}: {}", c.message.as_deref().unwrap_or("waiting for a node")));
+    }
+    let waiting = status.container_statuses.iter().flatten().find_map(|cs| cs.state.as_ref()?.waiting.as_ref());
+    waiting.and_then(|w| w.reason.clone()).map(|r| format!("container {r}"))
+}
+
+/// The node the pod is scheduled to, once it is (for the `scheduled` event).
+pub fn scheduled_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+#[cfg(test)]
+mod tests;

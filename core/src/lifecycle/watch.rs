@@ -1,0 +1,133 @@
+//! Waiting on objects with watches (never sleeps): each watched object is a
+//! stream of its latest state, the streams are merged, and a step function
+//! decides after every change whether the wait is over.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::stream::{self, BoxStream};
+use futures::{StreamExt, TryStreamExt};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use crate::client::{api_error, Action};
+use crate::error::{Error, ErrorCode, Result};
+
+/// The latest state of one watched object: `Some` while it exists, `None`
+/// once it is absent (never created, or deleted).
+pub type Latest<K> = Option<K>;
+
+/// Watches the object `name` through `api`. Yields its state after the
+/// initial list and after every change. Transient errors are yielded too (the
+/// watcher retries with backoff); `resource` names the kind in messages.
+pub fn watch_named<K>(api: Api<K>, name: &str, resource: &'static str) -> BoxStream<'static, Result<Latest<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let namespace = api.namespace().unwrap_or_default().to_string();
+    let name_owned = name.to_string();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api, config)
+        .default_backoff()
+        .map_err(move |e| watch_error(e, resource, &name_owned, &namespace))
+        .scan(None::<K>, |initial, event| {
+            let out = match event {
+                Err(e) => Some(Err(e)),
+                Ok(watcher::Event::Init) => {
+                    *initial = None;
+                    None
+                }
+                Ok(watcher::Event::InitApply(obj)) => {
+                    *initial = Some(obj);
+                    None
+                }
+                Ok(watcher::Event::InitDone) => Some(Ok(initial.take())),
+                Ok(watcher::Event::Apply(obj)) => Some(Ok(Some(obj))),
+                Ok(watcher::Event::Delete(_)) => Some(Ok(None)),
+            };
+            futures::future::ready(Some(out))
+        })
+        .filter_map(futures::future::ready)
+        .boxed()
+}
+
+fn watch_error(e: watcher::Error, resource: &'static str, name: &str, namespace: &str) -> Error {
+    let action = Action { verb: "watch", resource, name: Some(name), namespace };
+    match e {
+        watcher::Error::InitialListFailed(k) => api_error(k, Action { verb: "list", ..action }),
+        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => api_error(k, action),
+        watcher::Error::WatchError(status) => api_error(kube::Error::Api(status), action),
+        watcher::Error::NoResourceVersion => Error::internal(format!("watch {resource} {name:?}: no resourceVersion")),
+    }
+}
+
+/// Merges tagged watch streams into one.
+pub fn merge<U: Send + 'static>(streams: Vec<BoxStream<'static, Result<U>>>) -> BoxStream<'static, Result<U>> {
+    stream::select_all(streams).boxed()
+}
+
+/// What a step function decides after a change.
+pub enum Step<T> {
+    /// The wait is over.
+    Done(T),
+    /// Keep waiting; the text says for what (reported in progress events and
+    /// in the timeout message).
+    Waiting(String),
+    /// Give up now with this error (e.g. an image that cannot be pulled).
+    Fail(Error),
+}
+
+/// Feeds every update to `apply`, then asks `step`, until `step` is done or
+/// fails, or `deadline` passes (`timeout` error naming `what` and the last
+/// waiting reason). Authorization errors end the wait at once; transient API
+/// errors are retried by the watcher until the deadline.
+pub async fn wait<U, T>(
+    mut updates: BoxStream<'static, Result<U>>,
+    deadline: Instant,
+    what: &str,
+    mut apply: impl FnMut(U),
+    mut step: impl FnMut() -> Option<Step<T>>,
+    mut on_waiting: impl FnMut(&str),
+) -> Result<T> {
+    let started = Instant::now();
+    let mut last_waiting = String::from("no state observed yet");
+    let mut last_error: Option<Error> = None;
+    loop {
+        let next = match tokio::time::timeout_at(deadline, updates.next()).await {
+            Ok(Some(item)) => item,
+            Ok(None) => return Err(Error::internal(format!("waiting for {what}: the watch ended unexpectedly"))),
+            Err(_) => return Err(timeout(what, started.elapsed(), &last_waiting, last_error.as_ref())),
+        };
+        match next {
+            Err(e) if matches!(e.code, ErrorCode::Forbidden | ErrorCode::Config | ErrorCode::InvalidRequest) => {
+                return Err(e)
+            }
+            Err(e) => last_error = Some(e),
+            Ok(update) => {
+                last_error = None;
+                apply(update);
+                match step() {
+                    None => {}
+                    Some(Step::Done(t)) => return Ok(t),
+                    Some(Step::Fail(e)) => return Err(e),
+                    Some(Step::Waiting(w)) => {
+                        if w != last_waiting {
+                            on_waiting(&w);
+                            last_waiting = w;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn timeout(what: &str, waited: Duration, waiting: &str, api: Option<&Error>) -> Error {
+    let mut message = format!("timed out after {}s waiting for {what}: {waiting}", waited.as_secs());
+    if let Some(e) = api {
+        message.push_str(&format!(" (last API error: {})", e.message));
+    }
+    Error::new(ErrorCode::Timeout, message)
+}
