@@ -17,10 +17,12 @@ REPO=$(cd "$HERE/../.." && pwd)
 STATE=${SANDBOX_CLUSTER_STATE:-$REPO/.cluster}
 CACHE=${SANDBOX_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider}
 
-# Pinned versions. The Kubernetes components come from go.mod in this folder.
+# Pinned versions: Kubernetes and etcd in go.mod, kwok and the agent-sandbox
+# controller in thirdparty/go.mod (the CRDs and kwok's node stages are read
+# from the module cache at those versions).
 K8S=v1.37.2
-KWOK=v0.8.0
-SBX=v1.0.3
+KWOK=$(cd "$HERE/thirdparty" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+SBX=$(cd "$HERE/thirdparty" && go list -m -f '{{.Version}}' sigs.k8s.io/agent-sandbox)
 
 PKI=$STATE/pki
 RUN=$STATE/run
@@ -42,7 +44,7 @@ hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 # --- build -------------------------------------------------------------------
 
 K8S_BIN=$CACHE/k8s-$K8S-$(hash_of "$HERE/go.mod" "$HERE/go.sum")
-EXT_BIN=$CACHE/ext-kwok-$KWOK-sbx-$SBX
+EXT_BIN=$CACHE/thirdparty-$(hash_of "$HERE/thirdparty/go.mod" "$HERE/thirdparty/go.sum")
 NODEEXEC_BIN=$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)
 
 build() {
@@ -62,10 +64,8 @@ build() {
 	if [[ ! -x $EXT_BIN/agent-sandbox-controller ]]; then
 		log "building kwok $KWOK and agent-sandbox controller $SBX"
 		mkdir -p "$EXT_BIN.tmp"
-		(cd "$HERE" && CGO_ENABLED=0 GOBIN="$EXT_BIN.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags="-s -w" \
-			"sigs.k8s.io/kwok/cmd/kwok@$KWOK")
-		(cd "$HERE" && CGO_ENABLED=0 GOBIN="$EXT_BIN.tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags="-s -w" \
-			"sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$SBX")
+		(cd "$HERE/thirdparty" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$EXT_BIN.tmp/" \
+			sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
 		rm -rf "$EXT_BIN" && mv "$EXT_BIN.tmp" "$EXT_BIN"
 	fi
 	if [[ ! -x $NODEEXEC_BIN/nodeexec ]]; then
@@ -74,13 +74,12 @@ build() {
 		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -o "$NODEEXEC_BIN.tmp/nodeexec" ./cmd/nodeexec)
 		rm -rf "$NODEEXEC_BIN" && mv "$NODEEXEC_BIN.tmp" "$NODEEXEC_BIN"
 	fi
-	# The CRDs and kwok's node stages are read from the module cache, not copied.
-	(cd "$HERE" && go mod download "sigs.k8s.io/agent-sandbox@$SBX" "sigs.k8s.io/kwok@$KWOK")
 	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"
 	return 0
 }
 
-modcache() { (cd "$HERE" && go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); }
+# modcache MODULE: its directory in the module cache, at the pinned version.
+modcache() { (cd "$HERE/thirdparty" && go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); }
 
 KUBECTL() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
 
@@ -200,7 +199,7 @@ start_controllers() {
 }
 
 start_node() {
-	local kwokdir; kwokdir=$(modcache "sigs.k8s.io/kwok@$KWOK")
+	local kwokdir; kwokdir=$(modcache sigs.k8s.io/kwok)
 	KUBECTL apply -f "$HERE/manifests/node.yaml" >/dev/null
 	# kwok's node stages from the module cache, then our pod stages.
 	{
@@ -223,7 +222,7 @@ start_node() {
 }
 
 start_agent_sandbox() {
-	local sbxdir; sbxdir=$(modcache "sigs.k8s.io/agent-sandbox@$SBX")
+	local sbxdir; sbxdir=$(modcache sigs.k8s.io/agent-sandbox)
 	KUBECTL apply --server-side -f "$sbxdir/k8s/crds/" >/dev/null
 	KUBECTL wait --for=condition=Established crd --all --timeout=60s >/dev/null
 	start agent-sandbox-controller "$EXT_BIN/agent-sandbox-controller" --kubeconfig="$ADMIN" \

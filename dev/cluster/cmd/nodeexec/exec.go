@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path"
 	"syscall"
 	"time"
 
@@ -55,9 +56,12 @@ func (e *podExecutor) ExecInContainer(_ context.Context, name, uid, container st
 		return err
 	}
 
+	// nsenter opens an explicit --wd path before it enters the namespaces, so
+	// name the directory through the pod init's root.
+	pid := fmt.Sprint(p.initPID)
 	args := append([]string{
-		"--target", fmt.Sprint(p.initPID), "--mount", "--pid", "--uts", "--ipc",
-		"--root", "--wd=" + workDir, "--",
+		"--target", pid, "--mount", "--pid", "--uts", "--ipc",
+		"--root", "--wd=/proc/" + pid + "/root" + path.Clean("/"+workDir), "--",
 	}, cmd...)
 	c := exec.Command("nsenter", args...)
 	c.Env = env

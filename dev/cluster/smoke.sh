@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Smoke test of the local control plane, with kubectl as the least-privilege
+# ServiceAccount: the behaviours the provider relies on, end to end through
+# the API server (WebSocket v5 exec → stream translator → nodeexec).
+# Prints one line per check and "N passed, N failed"; exits non-zero on failure.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STATE=${SANDBOX_CLUSTER_STATE:-$(cd "$HERE/../.." && pwd)/.cluster}
+# shellcheck disable=SC1091
+source "$STATE/env"
+K=("$SANDBOX_TEST_KUBECTL")              # as sandbox-client (KUBECONFIG)
+A=("$SANDBOX_TEST_KUBECTL" --kubeconfig "$SANDBOX_TEST_ADMIN_KUBECONFIG" -n "$SANDBOX_TEST_NAMESPACE")
+passed=0 failed=0
+CLAIM=smoke-$$-$RANDOM
+
+check() { # check NAME CMD...: run CMD, count the outcome
+	local name=$1; shift
+	if out=$("$@" 2>&1); then
+		passed=$((passed + 1)); echo "ok   $name"
+	else
+		failed=$((failed + 1)); echo "FAIL $name"; printf '%s\n' "$out" | tail -n 5 | sed 's/^/     /'
+	fi
+}
+
+jp() { "${K[@]}" get "$1" "$2" -o jsonpath="$3"; }
+
+# wait_until SECONDS CMD...: poll until CMD succeeds.
+wait_until() {
+	local deadline=$((SECONDS + $1)); shift
+	until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
+}
+
+claim_ready() { [[ $(jp sandboxclaim "$CLAIM" '{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+sandbox_name() { jp sandboxclaim "$CLAIM" '{.status.sandbox.name}'; }
+pod_uid() { jp pod "$SBX" '{.metadata.uid}'; }
+sandbox_ready() {
+	local gen obs st
+	gen=$(jp sandbox "$SBX" '{.metadata.generation}')
+	st=$(jp sandbox "$SBX" '{.status.conditions[?(@.type=="Ready")].status}')
+	obs=$(jp sandbox "$SBX" '{.status.conditions[?(@.type=="Ready")].observedGeneration}')
+	[[ $st == True && $obs == "$gen" ]]
+}
+sandbox_suspended() { [[ $(jp sandbox "$SBX" '{.status.conditions[?(@.type=="Suspended")].status}') == True ]]; }
+xc() { "${K[@]}" exec "$SBX" -c sandbox -- "$@"; }
+
+exit_code_is() { xc sh -c 'exit 3'; [[ $? == 3 ]]; }
+stdin_eof() { [[ $(printf 'hello' | "${K[@]}" exec -i "$SBX" -c sandbox -- sh -c 'cat > /tmp/in; cat /tmp/in') == hello ]]; }
+no_leftovers() {
+	local hash kinds
+	hash=$("${A[@]}" get pvc -o name -l "agents.x-k8s.io/sandbox-name-hash=$SBX_HASH")
+	kinds=$("${A[@]}" get sandbox,pod,service -o name --field-selector "metadata.name=$SBX" 2>/dev/null)
+	[[ -z $hash && -z $kinds ]]
+}
+
+cat <<EOF | "${K[@]}" apply -f - >/dev/null
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxClaim
+metadata: {name: $CLAIM}
+spec: {warmPoolRef: {name: pool-workspace}}
+EOF
+check "claim on the warm pool becomes Ready" wait_until 60 claim_ready
+SBX=$(sandbox_name)
+SBX_HASH=$("${A[@]}" get sandbox "$SBX" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/sandbox-name-hash}' 2>/dev/null ||
+	"${A[@]}" get pod "$SBX" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/sandbox-name-hash}')
+check "its pod accepts exec" xc sh -c 'echo hi; test "$(pwd)" = /'
+check "exit code 3 comes back as 3" exit_code_is
+check "cat over stdin terminates at EOF" stdin_eof
+check "write files in /workspace and /tmp" xc sh -c 'echo kept > /workspace/f && echo lost > /tmp/f'
+UID1=$(pod_uid)
+"${K[@]}" patch sandbox "$SBX" --type=merge -p '{"spec":{"operatingMode":"Suspended"}}' >/dev/null
+check "suspend deletes the pod" wait_until 60 sandbox_suspended
+"${K[@]}" patch sandbox "$SBX" --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
+check "resume brings a new pod back" wait_until 60 sandbox_ready
+check "the resumed pod is a new pod" test "$(pod_uid)" != "$UID1"
+check "/workspace file kept across suspend" test "$(xc cat /workspace/f)" = kept
+check "/tmp file gone after suspend" xc sh -c '! test -e /tmp/f'
+PVC_DIR=$STATE/node/volumes/pvc-$("${A[@]}" get pvc "workspace-$SBX" -o jsonpath='{.metadata.uid}')
+check "the /workspace PVC has its own data directory" test -f "$PVC_DIR/f"
+"${K[@]}" delete sandboxclaim "$CLAIM" --wait=true >/dev/null
+check "deleting the claim leaves no Sandbox, Pod, Service or PVC" wait_until 60 no_leftovers
+check "the PVC's data directory is removed" wait_until 30 test ! -e "$PVC_DIR"
+
+echo "$passed passed, $failed failed"
+((failed == 0))
