@@ -105,7 +105,7 @@ pub fn quantity(s: &str) -> Result<(), String> {
     let num_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
     let (num, suffix) = body.split_at(num_end);
     let digits_ok = match num.split_once('.') {
-        Some((a, b)) => !(a.is_empty() && b.is_empty()) && !b.contains('.'),
+        Some((a, b)) => !(b.contains('.') || (a.is_empty() && b.is_empty())),
         None => !num.is_empty(),
     };
     if !digits_ok {

@@ -1,6 +1,23 @@
-//! Sandbox lifecycle on agent-sandbox.
+//! Sandbox lifecycle on kubernetes-sigs/agent-sandbox (v1beta1):
+//! create / connect / suspend / destroy, readiness watches, TTL backstop,
+//! progress events.
+//!
+//! - [`ops`]: [`Lifecycle`], the Kubernetes side (create and shared helpers);
+//!   `connect` and `teardown` (suspend/destroy) extend it.
+//! - [`readiness`]: pure decisions on observed objects; [`watch`]: waiting.
+//! - [`manifest`], [`names`], [`resources`]: what we create and read.
+
+mod connect;
+pub mod events;
 pub mod manifest;
 pub mod names;
+pub mod ops;
+mod preflight;
 pub mod readiness;
 pub mod resources;
+mod teardown;
+pub mod ttl;
 pub mod watch;
+
+pub use events::{Event, EventKind, EventSink};
+pub use ops::{Lifecycle, PodTarget};

@@ -69,9 +69,9 @@ pub fn claim_binding(claim: &ClaimObject) -> Binding {
 }
 
 /// Whether the Sandbox is ready for its current generation with `pod` (the
-/// pod named after it, if it exists). `old_pod_uid`: the pod from before a
-/// resume, which must not count as ready.
-pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>, old_pod_uid: Option<&str>) -> Readiness {
+/// pod named after it, if it exists). A terminating pod never counts: after
+/// a quick suspend/resume, Ready may briefly come from the dying pod.
+pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readiness {
     if let Some(failure) = pod.and_then(pod_failure) {
         return Readiness::Failed(failure);
     }
@@ -84,9 +84,7 @@ pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>, old_pod_uid
     if sandbox.spec.is_suspended() {
         return Readiness::Waiting("sandbox is suspended".into());
     }
-    let live_pod = pod.filter(|p| {
-        p.metadata.deletion_timestamp.is_none() && (old_pod_uid.is_none() || p.metadata.uid.as_deref() != old_pod_uid)
-    });
+    let live_pod = pod.filter(|p| p.metadata.deletion_timestamp.is_none());
     match (ready, live_pod) {
         (Some(c), Some(_)) if c.is_true() => Readiness::Ready,
         (_, None) => Readiness::Waiting("waiting for the pod to be created".into()),

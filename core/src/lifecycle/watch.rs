@@ -79,16 +79,16 @@ pub enum Step<T> {
     Fail(Error),
 }
 
-/// Feeds every update to `apply`, then asks `step`, until `step` is done or
-/// fails, or `deadline` passes (`timeout` error naming `what` and the last
-/// waiting reason). Authorization errors end the wait at once; transient API
-/// errors are retried by the watcher until the deadline.
+/// Feeds every update to `step` (which records it and decides; `None` =
+/// not enough observed yet) until it is done or fails, or `deadline` passes
+/// (`timeout` error naming `what` and the last waiting reason).
+/// Authorization errors end the wait at once; transient API errors are
+/// retried by the watcher until the deadline.
 pub async fn wait<U, T>(
     mut updates: BoxStream<'static, Result<U>>,
     deadline: Instant,
     what: &str,
-    mut apply: impl FnMut(U),
-    mut step: impl FnMut() -> Option<Step<T>>,
+    mut step: impl FnMut(U) -> Option<Step<T>>,
     mut on_waiting: impl FnMut(&str),
 ) -> Result<T> {
     let started = Instant::now();
@@ -107,17 +107,15 @@ pub async fn wait<U, T>(
             Err(e) => last_error = Some(e),
             Ok(update) => {
                 last_error = None;
-                apply(update);
-                match step() {
+                match step(update) {
                     None => {}
                     Some(Step::Done(t)) => return Ok(t),
                     Some(Step::Fail(e)) => return Err(e),
-                    Some(Step::Waiting(w)) => {
-                        if w != last_waiting {
-                            on_waiting(&w);
-                            last_waiting = w;
-                        }
+                    Some(Step::Waiting(w)) if w != last_waiting => {
+                        on_waiting(&w);
+                        last_waiting = w;
                     }
+                    Some(Step::Waiting(_)) => {}
                 }
             }
         }

@@ -14,33 +14,34 @@ fn ready(status: &str, reason: &str, generation: i64) -> Value {
     json!({ "type": "Ready", "status": status, "reason": reason, "message": "m", "observedGeneration": generation })
 }
 
-fn pod(uid: &str, status: Value) -> Pod {
-    serde_json::from_value(json!({ "metadata": { "name": "s", "uid": uid }, "status": status })).unwrap()
+fn pod(status: Value) -> Pod {
+    serde_json::from_value(json!({ "metadata": { "name": "s" }, "status": status })).unwrap()
 }
 
 #[test]
 fn ready_needs_current_generation_and_live_pod() {
-    let p = pod("u1", json!({ "phase": "Running" }));
+    let p = pod(json!({ "phase": "Running" }));
     let sb = sandbox(2, "Running", json!([ready("True", "DependenciesReady", 2)]));
-    assert_eq!(sandbox_readiness(&sb, Some(&p), None), Readiness::Ready);
+    assert_eq!(sandbox_readiness(&sb, Some(&p)), Readiness::Ready);
     // Ready from an older generation (stale status) does not count.
     let stale = sandbox(3, "Running", json!([ready("True", "DependenciesReady", 2)]));
-    assert!(matches!(sandbox_readiness(&stale, Some(&p), None), Readiness::Waiting(_)));
-    // No pod yet / the old pod from before a resume.
-    assert!(matches!(sandbox_readiness(&sb, None, None), Readiness::Waiting(_)));
-    assert!(matches!(sandbox_readiness(&sb, Some(&p), Some("u1")), Readiness::Waiting(_)));
-    assert_eq!(sandbox_readiness(&sb, Some(&p), Some("u0")), Readiness::Ready);
+    assert!(matches!(sandbox_readiness(&stale, Some(&p)), Readiness::Waiting(_)));
+    // No pod yet, or only a terminating one.
+    assert!(matches!(sandbox_readiness(&sb, None), Readiness::Waiting(_)));
+    let mut dying = p.clone();
+    dying.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+    assert!(matches!(sandbox_readiness(&sb, Some(&dying)), Readiness::Waiting(_)));
 }
 
 #[test]
 fn terminal_reasons_fail() {
     let sb = sandbox(1, "Running", json!([ready("False", "PodFailed", 1)]));
-    assert!(matches!(sandbox_readiness(&sb, None, None), Readiness::Failed(m) if m.contains("PodFailed")));
+    assert!(matches!(sandbox_readiness(&sb, None), Readiness::Failed(m) if m.contains("PodFailed")));
     let sb = sandbox(1, "Running", json!([ready("False", "DependenciesNotReady", 1)]));
-    let pulling = pod("u", json!({ "phase": "Pending", "containerStatuses": [{
+    let pulling = pod(json!({ "phase": "Pending", "containerStatuses": [{
         "name": "sandbox", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
         "state": { "waiting": { "reason": "ImagePullBackOff", "message": "back-off pulling x" } } }] }));
-    match sandbox_readiness(&sb, Some(&pulling), None) {
+    match sandbox_readiness(&sb, Some(&pulling)) {
         Readiness::Failed(m) => assert!(m.contains("ImagePullBackOff") && m.contains("back-off pulling x"), "{m}"),
         other => panic!("{other:?}"),
     }
@@ -49,9 +50,9 @@ fn terminal_reasons_fail() {
 #[test]
 fn unschedulable_is_reported_while_waiting() {
     let sb = sandbox(1, "Running", json!([ready("False", "DependenciesNotReady", 1)]));
-    let p = pod("u", json!({ "phase": "Pending", "conditions": [{
+    let p = pod(json!({ "phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available" }] }));
-    match sandbox_readiness(&sb, Some(&p), None) {
+    match sandbox_readiness(&sb, Some(&p)) {
         Readiness::Waiting(m) => assert!(m.contains("Unschedulable") && m.contains("0/1 nodes"), "{m}"),
         other => panic!("{other:?}"),
     }
@@ -64,7 +65,7 @@ fn suspension() {
     assert!(!is_suspended(&sandbox(5, "Suspended", json!([suspended.clone()]))));
     assert!(!is_suspended(&sandbox(4, "Running", json!([suspended]))));
     let sb = sandbox(4, "Suspended", json!([ready("True", "DependenciesReady", 4)]));
-    assert!(matches!(sandbox_readiness(&sb, None, None), Readiness::Waiting(m) if m.contains("suspended")));
+    assert!(matches!(sandbox_readiness(&sb, None), Readiness::Waiting(m) if m.contains("suspended")));
 }
 
 #[test]

@@ -1,0 +1,250 @@
+//! `connect`: find the sandbox, resume it if suspended, wait until it is
+//! ready for its current generation, and say which pod to exec into.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::events::{Emitter, EventKind};
+use super::manifest;
+use super::names::{self, SandboxId};
+use super::ops::{Lifecycle, PodTarget};
+use super::readiness::{self, Binding, Readiness};
+use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
+use super::watch::{self, Step};
+use crate::error::{Error, ErrorCode, Result};
+
+/// Latest state of the objects a connect watches.
+enum Seen {
+    Sandbox(Option<SandboxObject>),
+    Pod(Option<Box<Pod>>),
+    Claim(Option<ClaimObject>),
+}
+
+/// How waiting for readiness ended.
+enum Outcome {
+    Ready(Box<Pod>),
+    /// The claim or (direct mode) the Sandbox no longer exists.
+    Gone,
+    /// The claim now points at another Sandbox (its old one was deleted).
+    Rebound,
+}
+
+impl Lifecycle {
+    /// Connects to the sandbox `id` of `actor_id`. `Ok(None)` only when the
+    /// claim or Sandbox definitively no longer exists (404); every other
+    /// problem is an error, so Rivet keeps the id and retries later.
+    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<PodTarget>> {
+        let id = self.parse_id(id)?;
+        let ev = self.emitter(&id, actor_id);
+        let deadline = self.deadline();
+        let announce = self.warm() && self.unannounced.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false);
+        loop {
+            let sandbox_name = if self.warm() {
+                let Some(claim) = self.get::<_, _>(Kind::SandboxClaim, &id.namespace, &id.name).await? else {
+                    return Ok(None);
+                };
+                check_owner(&claim, actor_id, &id)?;
+                let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
+                self.refresh_ttl(Kind::SandboxClaim, &id, &id.name, current.as_deref()).await?;
+                match self.wait_bound(&id, claim, deadline, &ev).await? {
+                    Some(name) => name,
+                    None => return Ok(None),
+                }
+            } else {
+                id.name.clone()
+            };
+            match self.bring_up(&id, actor_id, &sandbox_name, deadline, &ev, announce).await? {
+                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod).map(Some),
+                Outcome::Gone => return Ok(None),
+                Outcome::Rebound => continue,
+            }
+        }
+    }
+
+    /// Waits until the claim names its Sandbox; `None` if the claim is gone.
+    async fn wait_bound(&self, id: &SandboxId, claim: ClaimObject, deadline: Instant, ev: &Emitter) -> Result<Option<String>> {
+        let decide = |claim: Option<ClaimObject>| match claim.as_ref().map(readiness::claim_binding) {
+            None => Step::Done(None),
+            Some(Binding::Bound(name)) => Step::Done(Some(name)),
+            Some(Binding::Waiting(why)) => Step::Waiting(why),
+            Some(Binding::Failed(why)) => Step::Fail(failed(id, &why)),
+        };
+        match decide(Some(claim)) {
+            Step::Done(bound) => return Ok(bound),
+            Step::Fail(e) => return Err(e),
+            Step::Waiting(_) => {}
+        }
+        let claims = watch::watch_named(Kind::SandboxClaim.api(&self.client, &id.namespace), &id.name, Kind::SandboxClaim.resource());
+        let what = format!("SandboxClaim {id} to be bound to a sandbox");
+        watch::wait(claims, deadline, &what, |c| Some(decide(c)), |w| ev.emit(EventKind::Waiting, None, None, Some(w))).await
+    }
+
+    /// Resumes the Sandbox if needed and waits for readiness.
+    async fn bring_up(
+        &self,
+        id: &SandboxId,
+        actor_id: &str,
+        name: &str,
+        deadline: Instant,
+        ev: &Emitter,
+        announce: bool,
+    ) -> Result<Outcome> {
+        let ns = &id.namespace;
+        let mut resumed = false;
+        match self.get::<_, _>(Kind::Sandbox, ns, name).await? {
+            None if !self.warm() => return Ok(Outcome::Gone),
+            // A claim whose Sandbox vanished provisions a new one: the wait
+            // below follows the claim.
+            None => {}
+            Some(sb) => {
+                let sb: SandboxObject = sb;
+                if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
+                    return Err(not_ours(Kind::Sandbox, id));
+                }
+                // In direct mode the TTL lives on the Sandbox: one patch for both.
+                let ttl = if self.warm() { None } else { self.ttl_patch_if_due(Kind::Sandbox, id, sb.spec.shutdown_time.as_deref()) };
+                if sb.spec.is_suspended() {
+                    if !readiness::is_suspended(&sb) && !self.wait_suspended(ns, name, deadline, ev).await? {
+                        return Ok(if self.warm() { Outcome::Rebound } else { Outcome::Gone });
+                    }
+                    let mut patch = json!({ "spec": { "operatingMode": "Running" } });
+                    if let Some(t) = &ttl {
+                        manifest::merge_patch(&mut patch, t);
+                    }
+                    if !self.patch(Kind::Sandbox, ns, name, &patch).await? {
+                        return Ok(if self.warm() { Outcome::Rebound } else { Outcome::Gone });
+                    }
+                    self.ttl_marked(id, ttl.is_some());
+                    resumed = true;
+                } else if let Some(t) = &ttl {
+                    self.patch(Kind::Sandbox, ns, name, t).await?;
+                    self.ttl_marked(id, true);
+                }
+            }
+        }
+        let outcome = self.wait_ready(id, name, deadline, ev, announce).await?;
+        if let Outcome::Ready(pod) = &outcome {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            if resumed {
+                ev.emit(EventKind::Resumed, Some(name), node, None);
+            }
+            ev.emit(EventKind::Ready, Some(name), node, None);
+        }
+        Ok(outcome)
+    }
+
+    /// Watches the Sandbox, its pod and (warm mode) the claim until ready.
+    async fn wait_ready(&self, id: &SandboxId, name: &str, deadline: Instant, ev: &Emitter, announce: bool) -> Result<Outcome> {
+        let ns = &id.namespace;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let mut streams = vec![
+            watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource())
+                .map_ok(Seen::Sandbox)
+                .boxed(),
+            watch::watch_named(pods, name, "pods").map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
+        ];
+        if self.warm() {
+            let claims = Kind::SandboxClaim.api(&self.client, ns);
+            streams.push(watch::watch_named(claims, &id.name, Kind::SandboxClaim.resource()).map_ok(Seen::Claim).boxed());
+        }
+        let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
+        let (mut announced, mut scheduled) = (!announce, false);
+        let warm = self.warm();
+        let what = format!("sandbox {ns}/{name} to become ready");
+        let step = |seen: Seen| {
+            match seen {
+                Seen::Sandbox(s) => sandbox = Some(s),
+                Seen::Pod(p) => pod = Some(p),
+                Seen::Claim(c) => claim = Some(c),
+            }
+            if warm {
+                match &claim {
+                    None => return None,
+                    Some(None) => return Some(Step::Done(Outcome::Gone)),
+                    Some(Some(c)) if bound_sandbox(c).is_some_and(|b| b != name) => return Some(Step::Done(Outcome::Rebound)),
+                    Some(Some(_)) => {}
+                }
+            }
+            let (Some(sb), Some(p)) = (&sandbox, &pod) else { return None };
+            let Some(sb) = sb else {
+                return Some(if warm {
+                    Step::Waiting(format!("sandbox {name} does not exist; waiting for the claim to provision one"))
+                } else {
+                    Step::Done(Outcome::Gone)
+                });
+            };
+            if !announced {
+                announced = true;
+                let warm_start = sb.metadata.labels.as_ref().and_then(|l| l.get("agents.x-k8s.io/launch-type")).map(String::as_str)
+                    == Some("warm")
+                    || name != id.name;
+                ev.emit(if warm_start { EventKind::Adopted } else { EventKind::ColdStart }, Some(name), None, None);
+            }
+            let verdict = readiness::sandbox_readiness(sb, p.as_deref());
+            if let (false, Some(node), false) =
+                (scheduled, p.as_deref().and_then(readiness::scheduled_node), verdict == Readiness::Ready)
+            {
+                ev.emit(EventKind::Scheduled, Some(name), Some(node), None);
+            }
+            scheduled |= p.as_deref().and_then(readiness::scheduled_node).is_some();
+            Some(match verdict {
+                Readiness::Ready => Step::Done(Outcome::Ready(p.clone().unwrap_or_default())),
+                Readiness::Waiting(why) => Step::Waiting(why),
+                Readiness::Failed(why) => Step::Fail(failed(id, &why)),
+            })
+        };
+        watch::wait(watch::merge(streams), deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+    }
+
+    /// Waits for `Suspended=True` at the current generation; `false` if the
+    /// Sandbox is gone.
+    pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
+        let sandboxes = watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
+        let what = format!("sandbox {ns}/{name} to finish suspending");
+        let step = |sb: Option<SandboxObject>| {
+            Some(match sb {
+                None => Step::Done(false),
+                Some(sb) if readiness::is_suspended(&sb) => Step::Done(true),
+                Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
+            })
+        };
+        watch::wait(sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+    }
+
+    /// The exec target in the ready pod: the `container` option (which must
+    /// exist) or the first container.
+    fn target(&self, id: &SandboxId, name: &str, pod: &Pod) -> Result<PodTarget> {
+        let containers: Vec<&str> = pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
+        let container = match &self.config.container {
+            Some(c) if containers.contains(&c.as_str()) => c.clone(),
+            Some(c) => {
+                return Err(Error::config(format!(
+                    "option `container`: pod {name} has no container {c:?} (containers: {})",
+                    containers.join(", ")
+                )))
+            }
+            None => containers.first().map(|c| c.to_string()).ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
+        };
+        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container })
+    }
+}
+
+fn check_owner(claim: &ClaimObject, actor_id: &str, id: &SandboxId) -> Result<()> {
+    if names::owned_by(&claim.metadata, actor_id) {
+        Ok(())
+    } else {
+        Err(not_ours(Kind::SandboxClaim, id))
+    }
+}
+
+/// The object exists but was made for another actor (or not by us).
+pub(super) fn not_ours(kind: Kind, id: &SandboxId) -> Error {
+    Error::new(ErrorCode::InvalidState, format!("{} {id} was not created for this actor; refusing to use it", kind.resource()))
+}
+
+fn failed(id: &SandboxId, why: &str) -> Error {
+    Error::new(ErrorCode::SandboxFailed, format!("sandbox {id} cannot start: {why}"))
+}
