@@ -66,9 +66,12 @@ check "its pod accepts exec" xc sh -c 'echo hi; test "$(pwd)" = /'
 check "exit code 3 comes back as 3" exit_code_is
 check "cat over stdin terminates at EOF" stdin_eof
 check "write files in /workspace and /tmp" xc sh -c 'echo kept > /workspace/f && echo lost > /tmp/f'
+MARK="sleep 7$$"
+check "a detached process keeps running in the pod" sh -c "$(printf '%q ' "${K[@]}") exec $SBX -c sandbox -- sh -c 'setsid $MARK </dev/null >/dev/null 2>&1 &' && sleep 0.5 && pgrep -fx '$MARK'"
 UID1=$(pod_uid)
 "${K[@]}" patch sandbox "$SBX" --type=merge -p '{"spec":{"operatingMode":"Suspended"}}' >/dev/null
 check "suspend deletes the pod" wait_until 60 sandbox_suspended
+check "every process of the deleted pod is gone" wait_until 10 sh -c "! pgrep -fx '$MARK'"
 "${K[@]}" patch sandbox "$SBX" --type=merge -p '{"spec":{"operatingMode":"Running"}}' >/dev/null
 check "resume brings a new pod back" wait_until 60 sandbox_ready
 check "the resumed pod is a new pod" test "$(pod_uid)" != "$UID1"

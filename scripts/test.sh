@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The project's test command (see README): installs and builds everything it
+# needs, starts the local control plane, and runs every test suite:
+#   1. Rust unit tests of the core (cargo test)
+#   2. the local control plane's smoke test (kubectl, least privilege)
+#   3. the type-level test (index.d.ts against the sandbox-adapter shapes)
+#   4. the JS integration tests (node --test) against the local cluster
+# Leaves the cluster running for the next run (`dev/cluster/cluster.sh down` stops it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "npm install"
+if [[ -f package-lock.json ]]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+
+step "build the addon (release)"
+npm run build
+
+step "local control plane"
+bash dev/cluster/cluster.sh up
+# shellcheck disable=SC1091
+source .cluster/env
+
+step "cargo test (core)"
+cargo test -p sandbox-core
+
+step "cluster smoke test"
+bash dev/cluster/smoke.sh
+
+step "type-level test"
+npx tsc -p __test__/tsconfig.json
+
+step "JS integration tests"
+node --test --test-concurrency=1 __test__/
