@@ -13,6 +13,10 @@
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod exec;
+pub mod files;
 pub mod lifecycle;
+pub mod sandbox;
 
 pub use error::{Error, ErrorCode, Result};
+pub use sandbox::Sandbox;

@@ -1,0 +1,202 @@
+//! One shared pod watch per target while execs are in flight.
+//!
+//! Kubernetes leaves an exec open but frozen when its pod is deleted
+//! (kubernetes#129144), so the runtime fails in-flight execs itself when the
+//! watch sees the pod deleted, being deleted, or replaced (UID changed). The
+//! watch lingers a while after the last exec so a sequence of commands does
+//! not pay for a new LIST+WATCH each.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+use super::ExecTarget;
+
+/// How long an unused watch stays open.
+const LINGER: Duration = Duration::from_secs(30);
+/// How often an unused watch checks whether it may stop.
+const IDLE_CHECK: Duration = Duration::from_secs(5);
+
+type Key = (String, String);
+
+/// The set of live watches of one engine.
+#[derive(Clone)]
+pub(crate) struct PodWatches {
+    client: Client,
+    map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>,
+}
+
+/// State shared by a watch task and its subscribers.
+struct Shared {
+    /// `Some(reason)` once the pod is gone.
+    gone: watch::Sender<Option<String>>,
+    /// Subscribers, and when the count last dropped to zero.
+    users: Mutex<(usize, Instant)>,
+}
+
+/// A subscription; while it lives the watch stays open.
+pub(crate) struct PodWatch {
+    shared: Arc<Shared>,
+    gone: watch::Receiver<Option<String>>,
+}
+
+impl PodWatches {
+    /// No watches yet; they start on first use.
+    pub(crate) fn new(client: Client) -> Self {
+        PodWatches { client, map: Arc::default() }
+    }
+
+    /// Subscribes to the target's pod, starting a watch if none is open.
+    pub(crate) fn subscribe(&self, target: &ExecTarget) -> PodWatch {
+        let key = (target.namespace.clone(), target.pod.clone());
+        let mut map = self.map.lock().expect("pod watch map poisoned");
+        let shared = match map.get(&key) {
+            Some(s) => s.clone(),
+            None => {
+                let shared = Arc::new(Shared {
+                    gone: watch::channel(None).0,
+                    users: Mutex::new((0, Instant::now())),
+                });
+                map.insert(key.clone(), shared.clone());
+                tokio::spawn(run(self.client.clone(), key, shared.clone(), self.map.clone()));
+                shared
+            }
+        };
+        shared.users.lock().expect("pod watch users poisoned").0 += 1;
+        PodWatch { gone: shared.gone.subscribe(), shared }
+    }
+}
+
+impl PodWatch {
+    /// Resolves with a reason once the pod is deleted, being deleted or
+    /// replaced; pends forever otherwise.
+    pub(crate) async fn gone(&mut self) -> String {
+        let reason = self.gone.wait_for(Option::is_some).await.map(|r| r.clone().unwrap_or_default());
+        match reason {
+            Ok(reason) => reason,
+            // The task ended without a verdict: nothing more to learn.
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        let mut users = self.shared.users.lock().expect("pod watch users poisoned");
+        users.0 -= 1;
+        users.1 = Instant::now();
+    }
+}
+
+/// The watch task: reports the verdict, stops when idle or after a verdict,
+/// and removes its own map entry (only if the entry is still this watch).
+async fn run(client: Client, key: Key, shared: Arc<Shared>, map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>) {
+    let api: Api<Pod> = Api::namespaced(client, &key.0);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", key.1));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut tracker = Tracker::default();
+    let mut idle = tokio::time::interval(IDLE_CHECK);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(event)) => {
+                    if let Some(reason) = tracker.observe(event) {
+                        shared.gone.send_replace(Some(format!("pod {:?} in namespace {:?} {reason}", key.1, key.0)));
+                        break;
+                    }
+                }
+                // Watch errors (RBAC, outages) are retried with backoff; execs
+                // then simply run without deletion detection.
+                Some(Err(_)) => {}
+                None => break,
+            },
+            _ = idle.tick() => {
+                let users = shared.users.lock().expect("pod watch users poisoned");
+                if users.0 == 0 && users.1.elapsed() >= LINGER {
+                    break;
+                }
+            }
+        }
+    }
+    let mut map = map.lock().expect("pod watch map poisoned");
+    if map.get(&key).is_some_and(|s| Arc::ptr_eq(s, &shared)) {
+        map.remove(&key);
+    }
+}
+
+/// Turns watch events into a verdict about the pod the watch first saw.
+#[derive(Default)]
+struct Tracker {
+    uid: Option<String>,
+    listed: bool,
+}
+
+impl Tracker {
+    /// `Some(reason)` when the pod is gone for the execs running in it.
+    fn observe(&mut self, event: watcher::Event<Pod>) -> Option<&'static str> {
+        match event {
+            watcher::Event::Init => {
+                self.listed = false;
+                None
+            }
+            watcher::Event::InitApply(pod) => {
+                self.listed = true;
+                self.check(&pod)
+            }
+            watcher::Event::Apply(pod) => self.check(&pod),
+            watcher::Event::InitDone => (!self.listed).then_some("no longer exists"),
+            watcher::Event::Delete(pod) => {
+                let same = self.uid.is_none() || pod.metadata.uid == self.uid;
+                same.then_some("was deleted")
+            }
+        }
+    }
+
+    fn check(&mut self, pod: &Pod) -> Option<&'static str> {
+        match (&self.uid, &pod.metadata.uid) {
+            (Some(seen), Some(now)) if seen != now => return Some("was replaced (its UID changed)"),
+            (None, uid) => self.uid = uid.clone(),
+            _ => {}
+        }
+        pod.metadata.deletion_timestamp.is_some().then_some("is being deleted")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn pod(uid: &str, deleting: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                uid: Some(uid.into()),
+                deletion_timestamp: deleting.then(|| Time(Default::default())),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        let mut t = Tracker::default();
+        assert_eq!(t.observe(watcher::Event::Init), None);
+        assert_eq!(t.observe(watcher::Event::InitApply(pod("a", false))), None);
+        assert_eq!(t.observe(watcher::Event::InitDone), None);
+        assert_eq!(t.observe(watcher::Event::Apply(pod("a", false))), None);
+        assert_eq!(t.observe(watcher::Event::Apply(pod("a", true))), Some("is being deleted"));
+        assert_eq!(t.observe(watcher::Event::Apply(pod("b", false))), Some("was replaced (its UID changed)"));
+        assert_eq!(t.observe(watcher::Event::Delete(pod("a", false))), Some("was deleted"));
+        assert_eq!(t.observe(watcher::Event::Delete(pod("b", false))), None);
+        // A relist that no longer contains the pod.
+        assert_eq!(t.observe(watcher::Event::Init), None);
+        assert_eq!(t.observe(watcher::Event::InitDone), Some("no longer exists"));
+    }
+}

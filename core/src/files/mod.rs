@@ -1,0 +1,225 @@
+//! File operations over exec: nothing in the image beyond `sh` and coreutils
+//! (`cat`, `head`, `stat`, `mkdir`, `mv`, `rm`, `chmod`, `readlink`).
+//!
+//! Contents travel as raw stdout/stdin bytes (binary-exact, no encoding),
+//! streamed through the engine's bounded channel; `read_file` allocates the
+//! result once from the size the script reports first. Errors carry stable
+//! codes: `not_found`, `is_directory`, `too_large`, `invalid_request`;
+//! anything unexpected is `internal` with the tool's stderr.
+
+mod parse;
+pub mod scripts;
+
+use bytes::Bytes;
+
+pub use parse::FileStat;
+
+use crate::exec::output::{HeadBuffer, HeaderLine};
+use crate::exec::script::{no_nul, script_argv};
+use crate::exec::{script_status, Completion, ExecEngine, ExecTarget, OutputChunk, Stream};
+use crate::error::{Error, ErrorCode, Result};
+
+/// Default `read_file` limit.
+pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
+/// Stderr kept for error messages.
+const MESSAGE_BYTES: usize = 4096;
+
+/// Options of [`remove`], as `fs.rm`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RemoveOptions {
+    /// Remove directories and their contents.
+    pub recursive: bool,
+    /// A missing path is not an error.
+    pub force: bool,
+}
+
+/// Reads a whole file. `not_found` if missing, `is_directory` for a
+/// directory, `too_large` beyond `max_bytes` (checked before and during the
+/// transfer, which stops at once).
+pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
+    check_path(path)?;
+    let too_large = |size: u64| {
+        Error::new(ErrorCode::TooLarge, format!("{path:?} is {size} bytes, over the readFile limit of {max_bytes} bytes"))
+    };
+    let mut header = HeaderLine::default();
+    let mut data: Option<Vec<u8>> = None;
+    let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
+    let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string()]);
+    let ended = engine
+        .run_script(target, argv, None, |chunk| {
+            if chunk.stream == Stream::Stderr {
+                stderr.push(&chunk.data);
+                return Ok(());
+            }
+            let rest = header.feed(chunk.data);
+            let data = match (&mut data, header.line()) {
+                (Some(d), _) => d,
+                (None, Some(line)) => {
+                    // One allocation of the announced size (the file may still
+                    // change; the limit below is what counts).
+                    let size = parse_size(line).unwrap_or(0).min(max_bytes);
+                    data.insert(Vec::with_capacity(usize::try_from(size).unwrap_or(0)))
+                }
+                (None, None) => return Ok(()),
+            };
+            if let Some(rest) = rest {
+                if (data.len() + rest.len()) as u64 > max_bytes {
+                    return Err(too_large((data.len() + rest.len()) as u64));
+                }
+                data.extend_from_slice(&rest);
+            }
+            Ok(())
+        })
+        .await?;
+    match exit_code(ended)? {
+        scripts::TOO_LARGE => Err(too_large(header.line().and_then(parse_size).unwrap_or(max_bytes + 1))),
+        code => {
+            check(code, path, stderr, "readFile")?;
+            Ok(data.unwrap_or_default())
+        }
+    }
+}
+
+/// Creates or truncates a file with exactly `content`, atomically (temp file
+/// in the same directory, then rename). `not_found` if the parent directory
+/// is missing, `is_directory` if the path is a directory.
+pub async fn write_file(engine: &ExecEngine, target: &ExecTarget, path: &str, content: Bytes) -> Result<()> {
+    check_path(path)?;
+    let argv = script_argv(scripts::WRITE, [path.to_owned(), content.len().to_string()]);
+    let stdin = (!content.is_empty()).then_some(content);
+    let (code, stderr) = run(engine, target, argv, stdin, |_| Ok(())).await?;
+    if code == scripts::SHORT_WRITE {
+        return Err(Error::new(
+            ErrorCode::ConnectionLost,
+            format!("writeFile {path:?}: the content did not arrive completely; the file was not changed"),
+        ));
+    }
+    check(code, path, stderr, "writeFile")
+}
+
+/// `mkdir -p`: creates parents, succeeds if the directory exists.
+pub async fn mkdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<()> {
+    check_path(path)?;
+    let (code, stderr) = run(engine, target, script_argv(scripts::MKDIR, [path.to_owned()]), None, |_| Ok(())).await?;
+    check(code, path, stderr, "mkdir")
+}
+
+/// Type, size, mode and mtime of a path (symlinks followed).
+pub async fn stat(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<FileStat> {
+    check_path(path)?;
+    let mut out = HeadBuffer::new(MESSAGE_BYTES);
+    let (code, stderr) =
+        run(engine, target, script_argv(scripts::STAT, [path.to_owned()]), None, |d| Ok(out.push(&d))).await?;
+    check(code, path, stderr, "stat")?;
+    parse::parse_stat(&String::from_utf8_lossy(&out.into_inner()))
+}
+
+/// Entry names of a directory, without `.` and `..`, as raw bytes.
+pub async fn readdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<Vec<Vec<u8>>> {
+    check_path(path)?;
+    let mut out = Vec::new();
+    let (code, stderr) =
+        run(engine, target, script_argv(scripts::READDIR, [path.to_owned()]), None, |d| Ok(out.extend_from_slice(&d)))
+            .await?;
+    check(code, path, stderr, "readdir")?;
+    Ok(parse::split_names(&out))
+}
+
+/// Whether a path exists (symlinks followed). Never fails for a missing
+/// path; fails on transport errors.
+pub async fn exists(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<bool> {
+    check_path(path)?;
+    let (code, stderr) = run(engine, target, script_argv(scripts::EXISTS, [path.to_owned()]), None, |_| Ok(())).await?;
+    match code {
+        scripts::NOT_FOUND => Ok(false),
+        code => check(code, path, stderr, "exists").map(|()| true),
+    }
+}
+
+/// Removes a path, as `fs.rm`: `not_found` unless `force`, `is_directory`
+/// for a directory unless `recursive`.
+pub async fn remove(engine: &ExecEngine, target: &ExecTarget, path: &str, options: RemoveOptions) -> Result<()> {
+    check_path(path)?;
+    let flag = |b: bool| if b { "1" } else { "0" }.to_owned();
+    let argv = script_argv(scripts::REMOVE, [path.to_owned(), flag(options.recursive), flag(options.force)]);
+    let (code, stderr) = run(engine, target, argv, None, |_| Ok(())).await?;
+    check(code, path, stderr, "remove")
+}
+
+/// Runs a file script, handing stdout to `on_stdout`; returns the exit code
+/// and the head of stderr.
+async fn run(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    argv: Vec<String>,
+    stdin: Option<Bytes>,
+    mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
+) -> Result<(i32, HeadBuffer)> {
+    let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
+    let ended = engine
+        .run_script(target, argv, stdin, |OutputChunk { stream, data }| match stream {
+            Stream::Stdout => on_stdout(data),
+            Stream::Stderr => Ok(stderr.push(&data)),
+        })
+        .await?;
+    Ok((exit_code(ended)?, stderr))
+}
+
+/// The exit code, or an error for a runtime failure without one.
+fn exit_code(ended: Completion) -> Result<i32> {
+    match ended {
+        Completion::Exited(code) => Ok(code),
+        failed => script_status(failed, "the file operation", HeadBuffer::new(0)),
+    }
+}
+
+/// Maps a script's exit code to `Ok` or an error naming the operation.
+fn check(code: i32, path: &str, stderr: HeadBuffer, op: &str) -> Result<()> {
+    let (code, text) = match code {
+        0 => return Ok(()),
+        scripts::NOT_FOUND => (ErrorCode::NotFound, "no such file or directory"),
+        scripts::IS_DIRECTORY => (ErrorCode::IsDirectory, "is a directory"),
+        scripts::NOT_DIRECTORY => (ErrorCode::InvalidRequest, "exists and is not a directory"),
+        _ => {
+            return script_status(Completion::Exited(code), &format!("{op} {path:?}"), stderr).map(|_| ());
+        }
+    };
+    Err(Error::new(code, format!("{op} {path:?}: {text}")))
+}
+
+/// Paths must be non-empty and free of NUL bytes (argv cannot carry them).
+fn check_path(path: &str) -> Result<()> {
+    if path.is_empty() {
+        return Err(Error::invalid_request("path is empty"));
+    }
+    no_nul("path", path)
+}
+
+fn parse_size(line: &[u8]) -> Option<u64> {
+    std::str::from_utf8(line).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_map_to_error_codes() {
+        let e = |c| check(c, "/p", HeadBuffer::new(10), "op").unwrap_err();
+        assert_eq!(e(scripts::NOT_FOUND).code, ErrorCode::NotFound);
+        assert_eq!(e(scripts::IS_DIRECTORY).code, ErrorCode::IsDirectory);
+        assert_eq!(e(scripts::NOT_DIRECTORY).code, ErrorCode::InvalidRequest);
+        assert_eq!(e(1).code, ErrorCode::Internal);
+        assert!(e(scripts::NOT_FOUND).message.contains("op \"/p\""));
+        check(0, "/p", HeadBuffer::new(1), "op").unwrap();
+    }
+
+    #[test]
+    fn paths_are_checked() {
+        assert_eq!(check_path("").unwrap_err().code, ErrorCode::InvalidRequest);
+        assert_eq!(check_path("a\0b").unwrap_err().code, ErrorCode::InvalidRequest);
+        check_path("-rf").unwrap();
+        assert_eq!(parse_size(b"123"), Some(123));
+        assert_eq!(parse_size(b"x"), None);
+    }
+}
