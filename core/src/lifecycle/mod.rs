@@ -2,6 +2,7 @@
 //! create / connect / suspend / destroy, readiness watches, TTL backstop,
 //! progress events.
 //!
+//! - [`Provider`]: the lifecycle plus the exec engine (the binding's view).
 //! - [`ops`]: [`Lifecycle`], the Kubernetes side (create and shared helpers);
 //!   `connect` and `teardown` (suspend/destroy) extend it.
 //! - [`readiness`]: pure decisions on observed objects; [`watch`]: waiting.
@@ -13,6 +14,7 @@ pub mod manifest;
 pub mod names;
 pub mod ops;
 mod preflight;
+mod provider;
 pub mod readiness;
 pub mod resources;
 mod teardown;
@@ -21,3 +23,4 @@ pub mod watch;
 
 pub use events::{Event, EventKind, EventSink};
 pub use ops::{Lifecycle, PodTarget};
+pub use provider::Provider;

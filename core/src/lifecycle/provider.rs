@@ -1,0 +1,74 @@
+//! [`Provider`]: the lifecycle plus the exec engine — what the binding
+//! exposes as the provider object.
+
+use std::sync::Arc;
+
+use super::events::EventSink;
+use super::ops::Lifecycle;
+use crate::client;
+use crate::config::ProviderConfig;
+use crate::error::{Error, Result};
+use crate::exec::{ExecEngine, ExecTarget};
+use crate::sandbox::Sandbox;
+
+/// One provider configuration: a Kubernetes client, the lifecycle and one
+/// exec engine shared by every sandbox it connects.
+pub struct Provider {
+    lifecycle: Lifecycle,
+    engine: ExecEngine,
+    config: Arc<ProviderConfig>,
+}
+
+impl Provider {
+    /// Builds the client from `config.kube_config` (must run in Tokio).
+    /// `on_event` receives lifecycle progress events.
+    pub async fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Result<Provider> {
+        let conn = client::connect(&config.kube_config).await?;
+        let engine = ExecEngine::new(conn.client.clone(), config.max_concurrent_execs);
+        let config = Arc::new(config);
+        Ok(Provider { lifecycle: Lifecycle::new(&conn, config.clone(), on_event), engine, config })
+    }
+
+    /// The namespace new sandboxes are created in.
+    pub fn namespace(&self) -> &str {
+        &self.lifecycle.namespace
+    }
+
+    /// Starts provisioning a sandbox for `actor_id`; returns its id.
+    pub async fn create(&self, actor_id: &str) -> Result<String> {
+        check_actor(actor_id)?;
+        self.lifecycle.create(actor_id).await
+    }
+
+    /// Waits until the sandbox is ready (resuming it if suspended), kills
+    /// process groups left by execs of a previous process, and returns it.
+    /// `Ok(None)` only when the sandbox no longer exists.
+    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
+        check_actor(actor_id)?;
+        let Some(pod) = self.lifecycle.connect(actor_id, id).await? else { return Ok(None) };
+        let target = ExecTarget { namespace: pod.namespace, pod: pod.pod, container: Some(pod.container) };
+        self.engine.sweep_orphans(&target).await?;
+        Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone())))
+    }
+
+    /// Suspends the sandbox (deletes its pod) or, with `suspend: "none"`,
+    /// only moves the TTL.
+    pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
+        check_actor(actor_id)?;
+        self.lifecycle.suspend(actor_id, id).await
+    }
+
+    /// Deletes the sandbox and everything it owns; idempotent.
+    pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
+        check_actor(actor_id)?;
+        self.lifecycle.destroy(actor_id, id).await
+    }
+}
+
+fn check_actor(actor_id: &str) -> Result<()> {
+    if actor_id.is_empty() {
+        Err(Error::invalid_request("the actor context has no actorId"))
+    } else {
+        Ok(())
+    }
+}
