@@ -1,3 +1,4 @@
 //! napi binding of `sandbox-core`: converts JS values to core types and core
 //! errors to JS errors with a `code`. No Kubernetes logic lives here.
 #![deny(clippy::all)]
+pub mod provider;

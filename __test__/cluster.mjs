@@ -1,0 +1,73 @@
+// Test helpers for the local control plane (dev/cluster): loads .cluster/env
+// when the shell did not source it, and inspects objects with the admin
+// kubeconfig (the provider itself runs as the least-privilege ServiceAccount).
+
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const envFile = `${root}.cluster/env`;
+
+if (!process.env.SANDBOX_TEST_ADMIN_KUBECONFIG && existsSync(envFile)) {
+  for (const line of readFileSync(envFile, "utf8").split("\n")) {
+    const m = /^export ([A-Z_]+)=(.*)$/.exec(line.trim());
+    if (m) process.env[m[1]] = m[2].replace(/^"(.*)"$/, "$1");
+  }
+}
+
+/** Why the cluster tests cannot run, or undefined when they can. */
+export const skip = process.env.SANDBOX_TEST_ADMIN_KUBECONFIG
+  ? undefined
+  : "no local cluster: run `bash dev/cluster/cluster.sh up` (writes .cluster/env)";
+
+export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "sandbox-test";
+
+/** Runs kubectl as the cluster admin in the test namespace. */
+export function kubectl(...args) {
+  return execFileSync(
+    process.env.SANDBOX_TEST_KUBECTL ?? "kubectl",
+    ["--kubeconfig", process.env.SANDBOX_TEST_ADMIN_KUBECONFIG, "-n", namespace, ...args],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+  );
+}
+
+/** The object as JSON, or null when it does not exist. */
+export function getObject(kind, name) {
+  const out = kubectl("get", kind, name, "--ignore-not-found", "-o", "json").trim();
+  return out ? JSON.parse(out) : null;
+}
+
+/** Objects named after a Sandbox that still exist (after destroy: none). */
+export function leftovers(sandboxName) {
+  const objects = [
+    ["sandboxes.agents.x-k8s.io", sandboxName],
+    ["pods", sandboxName],
+    ["services", sandboxName],
+    ["persistentvolumeclaims", `workspace-${sandboxName}`],
+  ];
+  return objects.filter(([kind, name]) => getObject(kind, name)).map(([kind, name]) => `${kind}/${name}`);
+}
+
+/** Stops or starts only the kube-apiserver (outage tests). */
+export function apiserver(action) {
+  execFileSync("bash", [process.env.SANDBOX_CLUSTER_SCRIPT ?? `${root}dev/cluster/cluster.sh`, "apiserver", action], {
+    stdio: "ignore",
+  });
+}
+
+/** The bearer token of the test ServiceAccount's kubeconfig (to prove it never leaks). */
+export function clientToken() {
+  const kubeconfig = readFileSync(process.env.KUBECONFIG, "utf8");
+  return /token:\s*(\S+)/.exec(kubeconfig)?.[1];
+}
+
+/** A fresh actor id per test run. */
+export function actorId(label) {
+  return `test-${label}-${process.pid}-${Date.now().toString(36)}`;
+}
+
+/** The object name part of a provider id (`namespace/name`). */
+export function objectName(id) {
+  return id.split("/")[1];
+}

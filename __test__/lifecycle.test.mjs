@@ -1,0 +1,221 @@
+// Sandbox lifecycle against the local control plane, as the least-privilege
+// ServiceAccount: create / connect / exec / suspend / resume / destroy in both
+// modes, and the failure paths. Objects are inspected with the admin
+// kubeconfig. Every test destroys what it created.
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { describe, test } from "node:test";
+import { agentSandboxProvider } from "agent-sandbox-provider";
+import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
+
+const POOL = "pool-workspace";
+const IMAGE = "local/sandbox:latest";
+
+/** A provider recording its events. */
+function provider(options) {
+  const events = [];
+  const p = agentSandboxProvider({ namespace, readyTimeoutMs: 120_000, onEvent: (e) => events.push(e), ...options });
+  return { p, events };
+}
+
+/** Runs `body(ctx, id)` on a fresh sandbox and always destroys it. */
+async function withSandbox(p, label, body) {
+  const ctx = { actorId: actorId(label), client: () => undefined };
+  let id;
+  try {
+    id = await p.create(ctx);
+    return await body(ctx, id);
+  } finally {
+    if (id) await p.destroy(ctx, id);
+  }
+}
+
+async function sh(sandbox, command) {
+  const r = await sandbox.exec(command, { cwd: sandbox.cwd });
+  assert.equal(r.exitCode, 0, `${command}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The full cycle: exec, suspend (pod gone), resume (PVC kept, rootfs fresh), destroy (nothing left). */
+async function fullCycle(p, events, ctx, id, sandboxName) {
+  const sandbox = await p.connect(ctx, id);
+  assert.ok(sandbox, "connect right after create returns a sandbox");
+  assert.equal(sandbox.cwd, "/workspace");
+  assert.equal((await sh(sandbox, "echo hello")).trim(), "hello");
+  await sh(sandbox, "echo kept > /workspace/kept.txt && echo gone > /tmp/gone.txt");
+  const podUid = getObject("pods", sandboxName()).metadata.uid;
+
+  await p.suspend(ctx, id);
+  assert.equal(getObject("pods", sandboxName()), null, "suspend deleted the pod");
+  assert.equal(getObject("sandboxes.agents.x-k8s.io", sandboxName()).spec.operatingMode, "Suspended");
+
+  const resumed = await p.connect(ctx, id);
+  assert.ok(resumed, "connect resumes a suspended sandbox");
+  assert.notEqual(getObject("pods", sandboxName()).metadata.uid, podUid, "a new pod");
+  assert.equal((await sh(resumed, "cat /workspace/kept.txt")).trim(), "kept", "the volume at cwd survives");
+  assert.equal((await resumed.exec("test -e /tmp/gone.txt", { cwd: "/" })).exitCode, 1, "the root filesystem is fresh");
+
+  const name = sandboxName();
+  await p.destroy(ctx, id);
+  assert.deepEqual(leftovers(name), [], "destroy leaves nothing behind");
+  const types = events.filter((e) => e.id === id).map((e) => e.type);
+  for (const t of ["ready", "suspended", "resumed", "deleted"]) assert.ok(types.includes(t), `event ${t} in ${types}`);
+  for (const e of events) {
+    assert.equal(e.actorId, ctx.actorId);
+    assert.equal(typeof e.elapsedMs, "number");
+  }
+}
+
+describe("lifecycle on the local cluster", { skip }, () => {
+  test("warm pool: create, connect, exec, suspend, resume, destroy", async () => {
+    const { p, events } = provider({ warmPool: POOL });
+    const ctx = { actorId: actorId("warm"), client: () => undefined };
+    const id = await p.create(ctx);
+    try {
+      assert.match(id, new RegExp(`^${namespace}/sbx-[0-9a-f]{20}$`));
+      const claim = () => getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id));
+      const sandboxName = () => claim().status.sandbox.name;
+      await fullCycle(p, events, ctx, id, sandboxName);
+      assert.equal(claim(), null, "the claim is gone");
+      const types = events.map((e) => e.type);
+      assert.equal(types[0], "claimed");
+      assert.ok(types.includes("adopted") || types.includes("cold_start"), types.join());
+    } finally {
+      await p.destroy(ctx, id);
+    }
+  });
+
+  test("direct mode: create, connect, exec, suspend, resume, destroy", async () => {
+    const { p, events } = provider({ sandbox: { image: IMAGE, volume: { size: "1Gi" } }, ttlSeconds: 3600 });
+    const ctx = { actorId: actorId("direct"), client: () => undefined };
+    const id = await p.create(ctx);
+    try {
+      const sandbox = getObject("sandboxes.agents.x-k8s.io", objectName(id));
+      assert.ok(sandbox.spec.shutdownTime, "ttlSeconds sets a shutdown time");
+      assert.equal(sandbox.spec.shutdownPolicy, "Delete");
+      const pod = sandbox.spec.podTemplate.spec;
+      assert.equal(pod.automountServiceAccountToken, false, "no API token in the pod");
+      await fullCycle(p, events, ctx, id, () => objectName(id));
+      assert.equal(events[0].type, "cold_start");
+    } finally {
+      await p.destroy(ctx, id);
+    }
+  });
+
+  test("create is idempotent per actor: same id, one object", async () => {
+    const { p } = provider({ warmPool: POOL });
+    await withSandbox(p, "idempotent", async (ctx, id) => {
+      assert.equal(await p.create(ctx), id);
+      const hash = getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id)).metadata.labels[
+        "agent-sandbox-provider/actor-hash"
+      ];
+      const all = kubectl("get", "sandboxclaims", "-l", `agent-sandbox-provider/actor-hash=${hash}`, "-o", "name");
+      assert.equal(all.trim().split("\n").length, 1, all);
+      // Another provider object (another process) finds the same sandbox.
+      const other = provider({ warmPool: POOL }).p;
+      assert.ok(await other.connect(ctx, id));
+    });
+  });
+
+  test("connect on a deleted sandbox returns undefined; destroy is idempotent", async () => {
+    const { p } = provider({ warmPool: POOL });
+    const ctx = { actorId: actorId("deleted"), client: () => undefined };
+    const id = await p.create(ctx);
+    await p.destroy(ctx, id);
+    await p.destroy(ctx, id);
+    assert.equal(await p.connect(ctx, id), undefined);
+    assert.equal(await p.connect(ctx, `${namespace}/sbx-00000000000000000000`), undefined);
+    await p.suspend(ctx, id);
+  });
+
+  test("an image that cannot be pulled fails connect promptly with sandbox_failed", async () => {
+    const { p } = provider({ sandbox: { image: "local/pull-fail:1" }, suspend: "none" });
+    await withSandbox(p, "pullfail", async (ctx, id) => {
+      await assert.rejects(p.connect(ctx, id), (err) => {
+        assert.equal(err.code, "sandbox_failed", err.message);
+        assert.match(err.message, /ErrImagePull|ImagePullBackOff/);
+        return true;
+      });
+    });
+  });
+
+  test("a crash-looping container fails connect with sandbox_failed", async () => {
+    const { p } = provider({ sandbox: { image: "local/crash-loop:1" }, suspend: "none" });
+    await withSandbox(p, "crashloop", async (ctx, id) => {
+      await assert.rejects(p.connect(ctx, id), (err) => err.code === "sandbox_failed" && /CrashLoopBackOff/.test(err.message));
+    });
+  });
+
+  test('a pool without a volume at cwd is refused for suspend "pod", works with "none"', async () => {
+    const refused = provider({ warmPool: "pool-ephemeral" }).p;
+    await assert.rejects(refused.create({ actorId: actorId("ephemeral") }), (err) => {
+      assert.equal(err.code, "config");
+      assert.match(err.message, /volumeClaimTemplates/);
+      assert.match(err.message, /suspend: "none"/);
+      return true;
+    });
+    const { p } = provider({ warmPool: "pool-ephemeral", suspend: "none" });
+    await withSandbox(p, "ephemeral", async (ctx, id) => {
+      const sandbox = await p.connect(ctx, id);
+      const pod = getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id)).status.sandbox.name;
+      const uid = getObject("pods", pod).metadata.uid;
+      await p.suspend(ctx, id);
+      assert.equal(getObject("pods", pod).metadata.uid, uid, 'suspend "none" keeps the pod running');
+      assert.equal((await sandbox.exec("echo still", { cwd: "/" })).stdout.trim(), "still");
+    });
+  });
+
+  test("a missing warm pool is a config error naming it", async () => {
+    const { p } = provider({ warmPool: "no-such-pool" });
+    await assert.rejects(p.create({ actorId: actorId("nopool") }), (err) => err.code === "config" && /no-such-pool/.test(err.message));
+  });
+
+  test("connect throws (never undefined) while the API server is down", async () => {
+    const { p } = provider({ warmPool: POOL });
+    await withSandbox(p, "outage", async (ctx, id) => {
+      await p.connect(ctx, id);
+      apiserver("stop");
+      try {
+        const fresh = provider({ warmPool: POOL }).p;
+        for (const candidate of [p, fresh]) {
+          await assert.rejects(candidate.connect(ctx, id), (err) => {
+            assert.equal(err.code, "unavailable", err.message);
+            return true;
+          });
+        }
+      } finally {
+        apiserver("start");
+      }
+      assert.ok(await p.connect(ctx, id), "connect works again once the API server is back");
+    });
+  });
+
+  test("events and errors never carry the credentials", async () => {
+    const token = clientToken();
+    assert.ok(token, "the test kubeconfig has a token");
+    const { p, events } = provider({ warmPool: POOL });
+    await withSandbox(p, "secrets", async (ctx, id) => {
+      await p.connect(ctx, id);
+      await p.connect(ctx, "not/a/valid/id").catch((err) => assert.doesNotMatch(err.message, new RegExp(token)));
+    });
+    assert.ok(events.length > 0);
+    assert.doesNotMatch(JSON.stringify(events), new RegExp(token));
+  });
+
+  test("Node exits on its own after a full cycle (no handles kept alive)", () => {
+    const script = `
+      import { agentSandboxProvider } from "agent-sandbox-provider";
+      const p = agentSandboxProvider({ warmPool: ${JSON.stringify(POOL)}, namespace: ${JSON.stringify(namespace)},
+        ttlSeconds: 600, onEvent() {} });
+      const ctx = { actorId: ${JSON.stringify(actorId("exit"))} };
+      const id = await p.create(ctx);
+      const sandbox = await p.connect(ctx, id);
+      await sandbox.exec("true", { cwd: "/" });
+      await p.destroy(ctx, id);
+    `;
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { timeout: 120_000, encoding: "utf8" });
+    assert.equal(r.error, undefined, "the child process did not exit by itself");
+    assert.equal(r.status, 0, r.stderr);
+  });
+});

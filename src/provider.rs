@@ -1,0 +1,92 @@
+//! The provider binding: option validation (sync) and `NativeProvider`
+//! (create / connect / suspend / destroy). `js/provider.js` wraps it into
+//! the plain provider object.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::Unknown;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
+use napi_derive::napi;
+use sandbox_core::config;
+use sandbox_core::lifecycle::{EventSink, Provider};
+
+use crate::errors::to_napi;
+use crate::sandbox::NativeSandbox;
+
+/// What JS needs to know synchronously about a valid configuration.
+#[napi(object)]
+pub struct ProviderInfo {
+    /// `provider.name`.
+    pub name: String,
+    /// `provider.cwd`.
+    pub cwd: String,
+}
+
+/// Validates the options (as JSON; `onEvent` replaced by its `typeof`).
+/// Throws a `config` error naming the first bad option.
+#[napi(ts_args_type = "options: unknown")]
+pub fn validate_options(options: serde_json::Value) -> napi::Result<ProviderInfo> {
+    let c = config::parse(&options).map_err(to_napi)?;
+    Ok(ProviderInfo { name: c.name, cwd: c.cwd })
+}
+
+/// The `onEvent` callback: weak, so it never keeps Node's event loop alive,
+/// and called with the event only (no error argument).
+type EventCallback = ThreadsafeFunction<serde_json::Value, Unknown<'static>, serde_json::Value, Status, false, true>;
+
+/// One provider configuration with its Kubernetes client and exec engine.
+#[napi]
+pub struct NativeProvider {
+    inner: Arc<Provider>,
+}
+
+#[napi]
+impl NativeProvider {
+    /// Validates the options and builds the client (reads the kubeconfig,
+    /// may run an exec auth plugin). No API call is made.
+    #[napi(factory, ts_args_type = "options: unknown, onEvent: ((event: unknown) => void) | null")]
+    pub async fn open(options: serde_json::Value, on_event: Option<EventCallback>) -> napi::Result<NativeProvider> {
+        let config = config::parse(&options).map_err(to_napi)?;
+        let sink: Option<EventSink> = on_event.map(|f| {
+            let f = Arc::new(f);
+            let sink: EventSink = Arc::new(move |event| {
+                if let Ok(value) = serde_json::to_value(&event) {
+                    f.call(value, ThreadsafeFunctionCallMode::NonBlocking);
+                }
+            });
+            sink
+        });
+        let inner = Provider::new(config, sink).await.map_err(to_napi)?;
+        Ok(NativeProvider { inner: Arc::new(inner) })
+    }
+
+    /// Starts provisioning a sandbox for the actor; resolves to its id.
+    #[napi]
+    pub async fn create(&self, actor_id: String) -> napi::Result<String> {
+        let inner = self.inner.clone();
+        inner.create(&actor_id).await.map_err(to_napi)
+    }
+
+    /// Waits for the sandbox (resuming it); `null` when it no longer exists.
+    #[napi]
+    pub async fn connect(&self, actor_id: String, id: String) -> napi::Result<Option<NativeSandbox>> {
+        let inner = self.inner.clone();
+        let sandbox = inner.connect(&actor_id, &id).await.map_err(to_napi)?;
+        Ok(sandbox.map(NativeSandbox::from_core))
+    }
+
+    /// Suspends the sandbox (per the `suspend` option).
+    #[napi]
+    pub async fn suspend(&self, actor_id: String, id: String) -> napi::Result<()> {
+        let inner = self.inner.clone();
+        inner.suspend(&actor_id, &id).await.map_err(to_napi)
+    }
+
+    /// Deletes the sandbox and waits until nothing of it is left.
+    #[napi]
+    pub async fn destroy(&self, actor_id: String, id: String) -> napi::Result<()> {
+        let inner = self.inner.clone();
+        inner.destroy(&actor_id, &id).await.map_err(to_napi)
+    }
+}
