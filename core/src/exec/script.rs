@@ -33,7 +33,9 @@ pub const SHELL: &str = "/bin/sh";
 /// v5. Env pairs are applied by `env` after `setsid` has been found on the
 /// pod's own `PATH`, so a user `PATH` cannot break the wrapper. The wrapper
 /// itself stays outside the group: it survives the kill, reaps the group
-/// leader, removes the record and exits with the command's status.
+/// leader, removes the record and exits with the command's status. Its
+/// `wait` has stderr silenced: dash reports a job killed by a signal
+/// ("Terminated") there, which would land in the user's stderr.
 pub const WRAPPER: &str = r#"r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$1;c=$3;n=$4
 mkdir -p "$r" 2>/dev/null||{ echo r;exit 0;}
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo c;exit 0;};fi
@@ -46,7 +48,7 @@ fi
 p=$!
 echo "$p" >"$f"
 [ -e "$f.k" ]&&{ kill -KILL -"$p"||kill -KILL "$p";} 2>/dev/null
-wait "$p";s=$?
+wait "$p" 2>/dev/null;s=$?
 rm -f "$f" "$f.k"
 exit "$s""#;
 

@@ -1,0 +1,48 @@
+// Native errors → JS errors with a stable `code`.
+//
+// The addon rejects with messages of the form "[code] message" (napi-rs can
+// only attach its own status names as `code`; see src/errors.rs). fromNative
+// turns such an error into an Error whose message is the core message and
+// whose `code` is the core code; "aborted" becomes an AbortError.
+
+const PREFIX = /^\[([a-z_]+)\] ([\s\S]*)$/;
+
+/** @param {unknown} err */
+export function fromNative(err) {
+  if (!(err instanceof Error)) return err;
+  const m = PREFIX.exec(err.message);
+  if (!m) return err;
+  const [, code, message] = m;
+  return code === "aborted" ? abortError() : withCode(new Error(message), code);
+}
+
+/** Error("aborted") with `name` "AbortError" and `code` "aborted", as callers match on the message. */
+export function abortError() {
+  const err = withCode(new Error("aborted"), "aborted");
+  err.name = "AbortError";
+  return err;
+}
+
+/** An `invalid_request` error for bad arguments caught in JS. */
+export function invalidRequest(message) {
+  return withCode(new TypeError(message), "invalid_request");
+}
+
+/**
+ * Awaits a native call, rethrowing its error with `code`.
+ * @template T
+ * @param {() => Promise<T> | T} call
+ * @returns {Promise<T>}
+ */
+export async function callNative(call) {
+  try {
+    return await call();
+  } catch (err) {
+    throw fromNative(err);
+  }
+}
+
+function withCode(err, code) {
+  Object.defineProperty(err, "code", { value: code, enumerable: true, writable: true, configurable: true });
+  return err;
+}
