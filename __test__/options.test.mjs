@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
+import * as pkg from "agent-sandbox-provider";
 import { agentSandboxProvider } from "agent-sandbox-provider";
 
 const pool = { warmPool: "pool-workspace" };
@@ -21,6 +22,10 @@ function configError(options, ...fragments) {
 }
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+test("the package exports exactly what index.d.ts declares", () => {
+  assert.deepEqual(Object.keys(pkg), ["agentSandboxProvider"]);
+});
 
 test("a valid warm-pool configuration gives a plain provider object with defaults", () => {
   const p = agentSandboxProvider(pool);
@@ -132,7 +137,8 @@ test("the addon does not keep Node alive", () => {
   // A provider with an event callback that made a failed call: the process
   // must exit on its own once the script is done.
   const script = `
-    import { agentSandboxProvider } from "agent-sandbox-provider";
+    import * as pkg from "agent-sandbox-provider";
+import { agentSandboxProvider } from "agent-sandbox-provider";
     const p = agentSandboxProvider({ warmPool: "p", namespace: "ns", onEvent() {},
       kubeConfig: { server: "https://127.0.0.1:1", token: "t" } });
     await p.create({ actorId: "a" }).catch(() => {});

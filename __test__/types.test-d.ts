@@ -1,0 +1,82 @@
+// Type-level test (`tsc -p __test__/tsconfig.json`): the package's types
+// satisfy the @rivet-dev/sandbox-adapter contract. That package is not on the
+// registry here, so its interfaces are declared below exactly as in
+// sandbox-adapter-interface.md §2 (lineage A, rivet-dev/agents).
+
+import { agentSandboxProvider, type AgentSandboxProvider, type SandboxEvent } from "agent-sandbox-provider";
+
+interface SandboxActorContext {
+  readonly actorId: string;
+  client(): unknown;
+}
+interface SandboxExecOptions {
+  cwd: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  onData?: (chunk: Uint8Array) => void;
+}
+interface SandboxExecResult {
+  exitCode: number | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+}
+interface Sandbox {
+  readonly cwd: string;
+  exec(command: string, options: SandboxExecOptions): Promise<SandboxExecResult>;
+  readFile(path: string): Promise<Uint8Array>;
+  writeFile(path: string, content: string): Promise<void>;
+  mkdir(path: string): Promise<void>;
+  stat(path: string): Promise<{ isDirectory: boolean }>;
+  readdir(path: string): Promise<string[]>;
+  exists(path: string): Promise<boolean>;
+}
+interface SandboxProvider {
+  readonly name: string;
+  create(c: SandboxActorContext): Promise<string>;
+  connect(c: SandboxActorContext, id: string): Promise<Sandbox | undefined>;
+  suspend?(c: SandboxActorContext, id: string): Promise<void>;
+  destroy?(c: SandboxActorContext, id: string): Promise<void>;
+}
+/** The newest runtime also reads a static `cwd` (interface doc §3.5). */
+type SandboxProviderWithCwd = SandboxProvider & { readonly cwd?: string };
+
+// Both modes produce a provider that satisfies the contract.
+const warm: SandboxProviderWithCwd = agentSandboxProvider({
+  warmPool: "pool-workspace",
+  claim: { labels: { team: "a" }, env: { A: "1" }, shutdownAfterSeconds: 60 },
+  ttlSeconds: 600,
+  onEvent: (e: SandboxEvent) => void e.elapsedMs,
+});
+const direct: SandboxProvider = agentSandboxProvider({
+  sandbox: { image: "busybox", resources: { cpu: "500m", memory: "1Gi" }, volume: { size: "10Gi" } },
+  kubeConfig: { server: "https://k8s:6443", tokenFile: "/var/run/token" },
+  suspend: "pod",
+});
+const full: AgentSandboxProvider = agentSandboxProvider({ warmPool: "p", kubeConfig: "/path/kubeconfig" });
+
+// A connected sandbox is the adapter's Sandbox.
+async function use(p: AgentSandboxProvider, c: SandboxActorContext): Promise<Sandbox | undefined> {
+  const s = await p.connect(c, await p.create(c));
+  if (s) {
+    const r: SandboxExecResult = await s.exec("ls", { cwd: s.cwd });
+    const bytes = await s.exec("ls", { encoding: "buffer" });
+    const b: Buffer = bytes.stdout;
+    void r, b;
+  }
+  return s;
+}
+void warm, direct, full, use;
+
+// Misuse is a type error.
+// @ts-expect-error exactly one mode: not both
+agentSandboxProvider({ warmPool: "p", sandbox: { image: "i" } });
+// @ts-expect-error exactly one mode: not none
+agentSandboxProvider({ namespace: "n" });
+// @ts-expect-error claim options only in warm-pool mode
+agentSandboxProvider({ sandbox: { image: "i" }, claim: {} });
+// @ts-expect-error suspend is "pod" or "none"
+agentSandboxProvider({ warmPool: "p", suspend: "pause" });
+// @ts-expect-error direct mode needs an image
+agentSandboxProvider({ sandbox: {} });

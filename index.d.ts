@@ -1,0 +1,279 @@
+// Types of agent-sandbox-provider: a Rivet sandbox provider (the
+// `SandboxProvider` contract of @rivet-dev/sandbox-adapter) that runs each
+// actor's sandbox on Kubernetes with kubernetes-sigs/agent-sandbox v1beta1.
+
+/** The part of Rivet's actor context the provider uses. */
+export interface ActorContext {
+  /** The owning actor; the sandbox's object name is derived from it. */
+  readonly actorId: string;
+}
+
+/**
+ * Builds a provider. All options are validated here, synchronously: a bad
+ * value throws an `Error` with `code: "config"` naming the option. No
+ * Kubernetes call is made until the first method call.
+ *
+ * Give exactly one of `warmPool` (claim pre-warmed sandboxes) and `sandbox`
+ * (create Sandboxes directly).
+ */
+export function agentSandboxProvider(options: AgentSandboxProviderOptions): AgentSandboxProvider;
+
+/** The provider object: plain, stateless per actor, shareable by every actor. */
+export interface AgentSandboxProvider {
+  /** The provider name Rivet persists next to the id (option `name`). */
+  readonly name: string;
+  /** The sandbox working directory (option `cwd`). */
+  readonly cwd: string;
+  /**
+   * Starts provisioning the actor's sandbox and resolves to its id
+   * (`namespace/name`) without waiting for readiness. Idempotent per actor:
+   * a retry finds the object made before. In warm-pool mode, first checks the
+   * pool (and, with `suspend: "pod"`, that its template keeps `cwd` on a
+   * persistent volume; otherwise rejects with `code: "config"`).
+   */
+  create(c: ActorContext): Promise<string>;
+  /**
+   * Waits until the sandbox is ready (resuming it if suspended) and returns
+   * it. Resolves `undefined` only when the sandbox no longer exists; rejects
+   * on anything else (API server unreachable: `unavailable`; RBAC:
+   * `forbidden`; pod cannot start: `sandbox_failed`; not ready within
+   * `readyTimeoutMs`: `timeout`).
+   */
+  connect(c: ActorContext, id: string): Promise<Sandbox | undefined>;
+  /**
+   * `suspend: "pod"`: deletes the pod (only the volume at `cwd` survives) and
+   * waits until it is gone. `suspend: "none"`: keeps it running (only the TTL
+   * restarts). A sandbox that no longer exists needs no suspending.
+   */
+  suspend(c: ActorContext, id: string): Promise<void>;
+  /** Deletes the sandbox and waits until its Sandbox, pod, Service and PVCs are gone. Idempotent. */
+  destroy(c: ActorContext, id: string): Promise<void>;
+}
+
+/** Options of {@link agentSandboxProvider}. */
+export type AgentSandboxProviderOptions = CommonOptions & (WarmPoolMode | DirectMode);
+
+/** Claim sandboxes from a SandboxWarmPool (one SandboxClaim per actor). */
+export interface WarmPoolMode {
+  /** SandboxWarmPool name in `namespace`. */
+  warmPool: string;
+  /** Extra settings of each SandboxClaim. */
+  claim?: ClaimOptions;
+  sandbox?: never;
+}
+
+/** Create a Sandbox per actor directly (always a cold start). */
+export interface DirectMode {
+  /** The pod of each Sandbox. */
+  sandbox: SandboxOptions;
+  warmPool?: never;
+  claim?: never;
+}
+
+export interface CommonOptions {
+  /** Namespace of the claims/Sandboxes. Default: the kubeconfig context's (in cluster: the service account's), else "default". */
+  namespace?: string;
+  /** Working directory in the sandbox (absolute). Default "/workspace". */
+  cwd?: string;
+  /** Container to exec into. Default: the pod's first container. */
+  container?: string;
+  /** How long connect waits for readiness (also bounds suspend/destroy waits). Default 300000. */
+  readyTimeoutMs?: number;
+  /**
+   * What `suspend` does. `"pod"` (default) deletes the pod: needs a persistent
+   * volume at `cwd` (warm pool: a `volumeClaimTemplates` entry mounted there in
+   * the template; direct: `sandbox.volume`). `"none"` keeps the pod running.
+   */
+  suspend?: "pod" | "none";
+  /**
+   * Inactivity backstop in seconds (at least 120): the claim/Sandbox is
+   * deleted this long after the last connect or suspend
+   * (`shutdownTime` + `shutdownPolicy: Delete`, moved forward at most about once a minute).
+   */
+  ttlSeconds?: number;
+  /**
+   * Credentials. Default: the in-cluster service account when
+   * `KUBERNETES_SERVICE_HOST` is set, else `KUBECONFIG` / `~/.kube/config`
+   * (current context; exec auth plugins work). A string is a kubeconfig path
+   * or kubeconfig YAML. Tokens never appear in errors or events.
+   */
+  kubeConfig?: string | KubeServerConfig;
+  /** Provider name persisted by Rivet; keep it stable. Default "agent-sandbox". */
+  name?: string;
+  /** Concurrent execs per provider (pods/exec is not rate-limited by the API server). Default 32. */
+  maxConcurrentExecs?: number;
+  /** Lifecycle progress (never keeps Node alive; a throwing listener only emits a warning). */
+  onEvent?: (event: SandboxEvent) => void;
+}
+
+/** `kubeConfig` as an explicit server and bearer token. */
+export interface KubeServerConfig {
+  /** API server URL, e.g. "https://10.0.0.1:6443". */
+  server: string;
+  /** Bearer token (give this or `tokenFile`). */
+  token?: string;
+  /** File with the bearer token, re-read as it rotates. */
+  tokenFile?: string;
+  /** Base64-encoded PEM CA bundle (as kubeconfig `certificate-authority-data`). */
+  caData?: string;
+  /** CA bundle file. */
+  caFile?: string;
+  /** Skip TLS verification (testing only). */
+  insecureSkipTlsVerify?: boolean;
+}
+
+/**
+ * SandboxClaim settings. `env` and `volumeClaimTemplates` make the claim skip
+ * the warm pool (a cold start, as slow as direct mode) and are rejected
+ * unless the template allows them (`envVarsInjectionPolicy` /
+ * `volumeClaimTemplatesPolicy`: Allowed or Overrides).
+ */
+export interface ClaimOptions {
+  /** Labels of the claim object. */
+  labels?: Record<string, string>;
+  /** Labels added to the pod (`additionalPodMetadata`; keys need a domain the controller allows, default `sandbox.users.io/`). */
+  podLabels?: Record<string, string>;
+  /** Annotations of the claim object. */
+  annotations?: Record<string, string>;
+  /** Container environment. Forces a cold start; needs the template's `envVarsInjectionPolicy`. */
+  env?: Record<string, string>;
+  /** Extra PVCs (`{ metadata: { name }, spec }`). Forces a cold start; needs the template's `volumeClaimTemplatesPolicy`. */
+  volumeClaimTemplates?: Array<{ metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec: Record<string, unknown> }>;
+  /** Delete the claim this many seconds after its sandbox finished (`lifecycle.ttlSecondsAfterFinished`). */
+  shutdownAfterSeconds?: number;
+}
+
+/** The pod of a directly created Sandbox. The entrypoint is replaced by a keep-alive process; the service account token is never mounted. */
+export interface SandboxOptions {
+  /** Container image (needs `/bin/sh`, GNU coreutils). */
+  image: string;
+  /** Requests = limits, as Kubernetes quantities. */
+  resources?: { cpu?: string | number; memory?: string | number; ephemeralStorage?: string | number };
+  /** Pod runtime class (e.g. gVisor, Kata). */
+  runtimeClassName?: string;
+  /** A PVC per sandbox mounted at `path` (default: `cwd`); survives suspend. */
+  volume?: { size: string; path?: string; storageClassName?: string };
+  /** Pod service account (its token is not mounted). */
+  serviceAccountName?: string;
+  /** Container environment. */
+  env?: Record<string, string>;
+  /** Labels of the Sandbox and its pod. */
+  labels?: Record<string, string>;
+  /** Annotations of the Sandbox and its pod. */
+  annotations?: Record<string, string>;
+  /** Merged over the generated pod template as a JSON merge patch (objects merge, arrays replace). */
+  podTemplate?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: Record<string, unknown> };
+}
+
+/** A lifecycle progress event. */
+export interface SandboxEvent {
+  /**
+   * `claimed` (claim created), `adopted` (bound to a warm sandbox),
+   * `cold_start` (a new pod is being started), `waiting` (`message` says for
+   * what), `scheduled` (`node`), `ready`, `suspended`, `resumed`, `deleted`.
+   */
+  type: "claimed" | "adopted" | "cold_start" | "waiting" | "scheduled" | "ready" | "suspended" | "resumed" | "deleted";
+  /** Sandbox id. */
+  id: string;
+  actorId: string;
+  /** Milliseconds since the start of the create/connect/suspend/destroy call. */
+  elapsedMs: number;
+  /** Sandbox (and pod) name, when known. */
+  sandbox?: string;
+  node?: string;
+  message?: string;
+}
+
+/** Stable error codes (`error.code`). */
+export type ErrorCode =
+  | "config"
+  | "invalid_request"
+  | "not_found"
+  | "invalid_state"
+  | "forbidden"
+  | "timeout"
+  | "unavailable"
+  | "sandbox_failed"
+  | "connection_lost"
+  | "aborted"
+  | "too_large"
+  | "is_directory"
+  | "internal";
+
+/** Errors thrown by the provider and sandboxes carry a stable `code`. */
+export interface SandboxError extends Error {
+  code: ErrorCode;
+}
+
+/** A connected sandbox: commands and files in the pod, over pods/exec. */
+export interface Sandbox {
+  /** Working directory (absolute). */
+  readonly cwd: string;
+  /**
+   * Runs `command` with `/bin/sh -c`. A non-zero exit resolves; a timeout
+   * kills the process group and resolves with `exitCode: null, timedOut: true`;
+   * an abort kills it and rejects with `Error("aborted")`.
+   */
+  exec(command: string, options: ExecOptions & { encoding: "buffer" }): Promise<ExecResult<Buffer>>;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult<string>>;
+  /** Whole file; rejects with `not_found`, `is_directory` or `too_large` (default limit 100 MiB). */
+  readFile(path: string, options?: { maxBytes?: number }): Promise<Uint8Array>;
+  /** Creates or truncates the file (strings as UTF-8), atomically. */
+  writeFile(path: string, content: string | Uint8Array): Promise<void>;
+  /** `mkdir -p`: recursive, idempotent. */
+  mkdir(path: string): Promise<void>;
+  /** File information, symlinks followed. */
+  stat(path: string): Promise<FileStat>;
+  /** Entry names (no `.`/`..`); non-UTF-8 bytes become U+FFFD. */
+  readdir(path: string): Promise<string[]>;
+  /** Entry names as exact bytes. */
+  readdirBytes(path: string): Promise<Uint8Array[]>;
+  /** Never throws for a missing path. */
+  exists(path: string): Promise<boolean>;
+  /** Like `fs.rm`. */
+  remove(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>;
+}
+
+export interface ExecOptions {
+  /** Absolute working directory. Default: the sandbox's `cwd`. */
+  cwd?: string;
+  /** Extra environment (the host's is never passed). */
+  env?: Record<string, string>;
+  /** Kill after this many ms; 0 or undefined: no timeout. */
+  timeoutMs?: number;
+  /** Abort: kills the command and rejects with `Error("aborted")`. */
+  signal?: AbortSignal;
+  /** Every stdout and stderr chunk as it arrives. */
+  onData?: (chunk: Uint8Array) => void;
+  /** Every stdout chunk. */
+  onStdout?: (chunk: Uint8Array) => void;
+  /** Every stderr chunk. */
+  onStderr?: (chunk: Uint8Array) => void;
+  /** Bytes for stdin, then EOF. */
+  stdin?: string | Uint8Array;
+  /** Cap of each of `stdout`/`stderr` in the result (default 16 MiB); callbacks still get everything. */
+  maxOutputBytes?: number;
+  /** `"buffer"`: `stdout`/`stderr` as Buffers. Default UTF-8 strings. */
+  encoding?: "utf8" | "utf-8" | "buffer";
+}
+
+export interface ExecResult<T = string> {
+  /** Exit code; `null` when killed (timeout). */
+  exitCode: number | null;
+  timedOut: boolean;
+  stdout: T;
+  stderr: T;
+  /** Output beyond `maxOutputBytes` was left out of `stdout`/`stderr`. */
+  truncated: boolean;
+}
+
+export interface FileStat {
+  isDirectory: boolean;
+  isFile: boolean;
+  isSymbolicLink: boolean;
+  size: number;
+  mtimeMs: number;
+  /** `st_mode` including the file type bits. */
+  mode: number;
+  type: "file" | "directory" | "symlink" | "other";
+}
