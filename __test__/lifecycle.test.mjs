@@ -166,6 +166,46 @@ describe("lifecycle on the local cluster", { skip }, () => {
     });
   });
 
+  test("a pod that cannot be scheduled times out with a message saying so", async () => {
+    const { p } = provider({ sandbox: { image: IMAGE, resources: { cpu: "100000" } }, suspend: "none", readyTimeoutMs: 5000 });
+    await withSandbox(p, "unschedulable", async (ctx, id) => {
+      await assert.rejects(p.connect(ctx, id), (err) => {
+        assert.equal(err.code, "timeout", err.message);
+        assert.match(err.message, /Unschedulable/);
+        return true;
+      });
+    });
+  });
+
+  test("RBAC denial is `forbidden` and names the verb and resource", async () => {
+    const { p } = provider({ warmPool: POOL, namespace: "default" });
+    await assert.rejects(p.create({ actorId: actorId("forbidden") }), (err) => {
+      assert.equal(err.code, "forbidden", err.message);
+      assert.match(err.message, /get sandboxwarmpools\.extensions\.agents\.x-k8s\.io/);
+      return true;
+    });
+  });
+
+  test("ttlSeconds: the claim expires unless activity moves its shutdown time forward", async () => {
+    const { p } = provider({ warmPool: POOL, ttlSeconds: 120 });
+    await withSandbox(p, "ttl", async (ctx, id) => {
+      const lifecycle = () => getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id)).spec.lifecycle;
+      const first = lifecycle();
+      assert.equal(first.shutdownPolicy, "Delete");
+      const sandbox = await p.connect(ctx, id);
+      // Refreshes are throttled to one per min(60 s, ttl / 4) = 30 s.
+      await new Promise((resolve) => setTimeout(resolve, 31_000));
+      await sandbox.exec("true", { cwd: "/" });
+      let moved;
+      for (let i = 0; i < 50 && !moved; i++) {
+        const now = lifecycle().shutdownTime;
+        if (Date.parse(now) > Date.parse(first.shutdownTime)) moved = now;
+        else await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.ok(moved, "an exec moved the shutdown time forward");
+    });
+  });
+
   test("a missing warm pool is a config error naming it", async () => {
     const { p } = provider({ warmPool: "no-such-pool" });
     await assert.rejects(p.create({ actorId: actorId("nopool") }), (err) => err.code === "config" && /no-such-pool/.test(err.message));

@@ -42,8 +42,9 @@ export function agentSandboxProvider(options) {
     create: (c) => callNative(async () => (await open()).create(actorId(c))),
     connect: (c, id) =>
       callNative(async () => {
-        const sandbox = await (await open()).connect(actorId(c), String(id));
-        return sandbox == null ? undefined : wrapSandbox(sandbox);
+        const provider = await open();
+        const sandbox = await provider.connect(actorId(c), String(id));
+        return sandbox == null ? undefined : withActivity(wrapSandbox(sandbox), () => provider.touch(String(id)));
       }),
     suspend: (c, id) => callNative(async () => void (await (await open()).suspend(actorId(c), String(id)))),
     destroy: (c, id) => callNative(async () => void (await (await open()).destroy(actorId(c), String(id)))),
@@ -56,6 +57,17 @@ function validate(json) {
   } catch (err) {
     throw fromNative(err);
   }
+}
+
+// Each exec counts as activity for the `ttlSeconds` backstop (the addon
+// throttles the resulting patches to about one a minute per sandbox).
+function withActivity(sandbox, touch) {
+  const exec = sandbox.exec;
+  sandbox.exec = (command, options) => {
+    touch();
+    return exec.call(sandbox, command, options);
+  };
+  return sandbox;
 }
 
 function isObject(v) {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::Unknown;
+use napi::bindgen_prelude::{spawn, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
@@ -74,6 +74,17 @@ impl NativeProvider {
         let inner = self.inner.clone();
         let sandbox = inner.connect(&actor_id, &id).await.map_err(to_napi)?;
         Ok(sandbox.map(NativeSandbox::from_core))
+    }
+
+    /// Activity on the sandbox (an exec): moves the TTL backstop in the
+    /// background, at most about once a minute. Never fails: the backstop is
+    /// best effort and the next activity retries.
+    #[napi]
+    pub fn touch(&self, id: String) {
+        let inner = self.inner.clone();
+        spawn(async move {
+            let _ = inner.touch(&id).await;
+        });
     }
 
     /// Suspends the sandbox (per the `suspend` option).

@@ -14,6 +14,7 @@ use super::ops::{Lifecycle, PodTarget};
 use super::readiness::{self, Binding, Readiness};
 use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
 use super::watch::{self, Step};
+use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Latest state of the objects a connect watches.
@@ -93,47 +94,68 @@ impl Lifecycle {
         announce: bool,
     ) -> Result<Outcome> {
         let ns = &id.namespace;
+        let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
-        match self.get::<_, _>(Kind::Sandbox, ns, name).await? {
-            None if !self.warm() => return Ok(Outcome::Gone),
-            // A claim whose Sandbox vanished provisions a new one: the wait
-            // below follows the claim.
-            None => {}
-            Some(sb) => {
-                let sb: SandboxObject = sb;
-                if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
-                    return Err(not_ours(Kind::Sandbox, id));
+        // A claim whose Sandbox vanished provisions a new one: the wait below
+        // follows the claim.
+        if let Some(sb) = self.get::<_, _>(Kind::Sandbox, ns, name).await? {
+            let sb: SandboxObject = sb;
+            if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
+                return Err(not_ours(Kind::Sandbox, id));
+            }
+            // In direct mode the TTL lives on the Sandbox: one patch for both.
+            let ttl = if self.warm() { None } else { self.ttl_patch_if_due(Kind::Sandbox, id, sb.spec.shutdown_time.as_deref()) };
+            if sb.spec.is_suspended() {
+                if !readiness::is_suspended(&sb) && !self.wait_suspended(ns, name, deadline, ev).await? {
+                    return Ok(gone);
                 }
-                // In direct mode the TTL lives on the Sandbox: one patch for both.
-                let ttl = if self.warm() { None } else { self.ttl_patch_if_due(Kind::Sandbox, id, sb.spec.shutdown_time.as_deref()) };
-                if sb.spec.is_suspended() {
-                    if !readiness::is_suspended(&sb) && !self.wait_suspended(ns, name, deadline, ev).await? {
-                        return Ok(if self.warm() { Outcome::Rebound } else { Outcome::Gone });
-                    }
-                    let mut patch = json!({ "spec": { "operatingMode": "Running" } });
-                    if let Some(t) = &ttl {
-                        manifest::merge_patch(&mut patch, t);
-                    }
-                    if !self.patch(Kind::Sandbox, ns, name, &patch).await? {
-                        return Ok(if self.warm() { Outcome::Rebound } else { Outcome::Gone });
-                    }
-                    self.ttl_marked(id, ttl.is_some());
-                    resumed = true;
-                } else if let Some(t) = &ttl {
+                let mut patch = json!({ "spec": { "operatingMode": "Running" } });
+                if let Some(t) = &ttl {
+                    manifest::merge_patch(&mut patch, t);
+                }
+                if !self.patch(Kind::Sandbox, ns, name, &patch).await? {
+                    return Ok(gone);
+                }
+                self.ttl_marked(id, ttl.is_some());
+                resumed = true;
+            } else {
+                if let Some(t) = &ttl {
                     self.patch(Kind::Sandbox, ns, name, t).await?;
                     self.ttl_marked(id, true);
+                }
+                // Reconnecting to a running sandbox is the common case: two
+                // GETs instead of three watches.
+                if !announce {
+                    if let Some(pod) = self.ready_pod(&sb, ns, name).await? {
+                        ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
+                        return Ok(Outcome::Ready(pod));
+                    }
                 }
             }
         }
         let outcome = self.wait_ready(id, name, deadline, ev, announce).await?;
         if let Outcome::Ready(pod) = &outcome {
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            let node = readiness::scheduled_node(pod);
             if resumed {
                 ev.emit(EventKind::Resumed, Some(name), node, None);
             }
             ev.emit(EventKind::Ready, Some(name), node, None);
         }
         Ok(outcome)
+    }
+
+    /// The pod, if `sb` is ready with it right now.
+    async fn ready_pod(&self, sb: &SandboxObject, ns: &str, name: &str) -> Result<Option<Box<Pod>>> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let action = Action { verb: "get", resource: "pods", name: Some(name), namespace: ns };
+        let pod = match pods.get(name).await {
+            Ok(p) => p,
+            Err(e) => match api_error(e, action) {
+                e if e.code == ErrorCode::NotFound => return Ok(None),
+                e => return Err(e),
+            },
+        };
+        Ok((readiness::sandbox_readiness(sb, Some(&pod)) == Readiness::Ready).then(|| Box::new(pod)))
     }
 
     /// Watches the Sandbox, its pod and (warm mode) the claim until ready.

@@ -51,6 +51,12 @@ impl Provider {
         Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone())))
     }
 
+    /// Records activity on the sandbox `id` (moves the TTL backstop, at most
+    /// about once a minute).
+    pub async fn touch(&self, id: &str) -> Result<()> {
+        self.lifecycle.touch(id).await
+    }
+
     /// Suspends the sandbox (deletes its pod) or, with `suspend: "none"`,
     /// only moves the TTL.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
