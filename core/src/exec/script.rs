@@ -30,7 +30,10 @@ pub const SHELL: &str = "/bin/sh";
 /// `c` the cwd cannot be entered, `r` the run directory cannot be created.
 /// The command gets stdin through `head -c <count>`, so it sees EOF after
 /// exactly the bytes we send, on v4 servers (which cannot signal EOF) as on
-/// v5. Env pairs are applied by `env` after `setsid` has been found on the
+/// v5. A small shell in the group drains what the command left unread:
+/// otherwise the server closes its socket with stdin bytes pending, the
+/// kernel answers with a reset, and the exit status is lost. (That shell's
+/// own stderr is /dev/null so its job reports do not reach the user.) Env pairs are applied by `env` after `setsid` has been found on the
 /// pod's own `PATH`, so a user `PATH` cannot break the wrapper. The wrapper
 /// itself stays outside the group: it survives the kill, reaps the group
 /// leader, removes the record and exits with the command's status. Its
@@ -42,7 +45,7 @@ if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo c;exit 0;};fi
 command -v setsid >/dev/null 2>&1&&g=setsid||g=
 shift 4
 echo 0
-if [ -n "$n" ];then exec 3<&0;head -c "$n" <&3 3<&-|$g env -- "$@" /bin/sh -c "$c" 3<&- &
+if [ -n "$n" ];then exec 3<&0;head -c "$n" <&3 3<&-|$g /bin/sh -c 'env -- "$@" /bin/sh -c "$0" 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s"' "$c" "$@" 3<&- 4>&2 2>/dev/null &
 else $g env -- "$@" /bin/sh -c "$c" &
 fi
 p=$!

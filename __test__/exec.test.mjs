@@ -1,0 +1,279 @@
+// sandbox.exec against the local control plane, as the least-privilege
+// ServiceAccount: exit codes, streams, env/cwd passing, stdin, timeout and
+// abort killing the whole process group, the orphan sweep after the host
+// process dies, pod deletion mid-exec, truncation and concurrency.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { getObject, kubectl, objectName, skip } from "./cluster.mjs";
+import { allBytes, openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+
+describe("exec", { skip, timeout: 600_000 }, () => {
+  /** @type {Awaited<ReturnType<typeof openSandbox>>} */
+  let box;
+  let sandbox;
+  before(async () => {
+    box = await openSandbox("exec");
+    sandbox = box.sandbox;
+  });
+  after(async () => box?.close());
+
+  test("exit codes 0, 1, 7; 127 for a missing command, 126 for a non-executable file", async () => {
+    for (const [command, code] of [["true", 0], ["false", 1], ["exit 7", 7], ["no-such-command-xyz", 127], ["/etc/passwd", 126]]) {
+      const r = await sandbox.exec(command, { cwd: "/" });
+      assert.equal(r.exitCode, code, `${command}: ${r.stderr}`);
+      assert.equal(r.timedOut, false);
+    }
+    const r = await sandbox.exec("no-such-command-xyz", { cwd: "/" });
+    assert.match(r.stderr, /not found/);
+  });
+
+  test("stdout and stderr are separate; onData gets both in order, onStdout/onStderr one each", async () => {
+    const data = [];
+    const out = [];
+    const err = [];
+    const r = await sandbox.exec("echo a; sleep 0.3; echo b >&2; sleep 0.3; echo c; sleep 0.3; echo d >&2", {
+      cwd: "/",
+      onData: (c) => data.push(Buffer.from(c).toString()),
+      onStdout: (c) => out.push(Buffer.from(c).toString()),
+      onStderr: (c) => err.push(Buffer.from(c).toString()),
+    });
+    assert.deepEqual(r, { exitCode: 0, timedOut: false, stdout: "a\nc\n", stderr: "b\nd\n", truncated: false });
+    assert.equal(data.join(""), "a\nb\nc\nd\n");
+    assert.equal(out.join(""), "a\nc\n");
+    assert.equal(err.join(""), "b\nd\n");
+  });
+
+  test("onData chunks are Uint8Arrays", async () => {
+    const chunks = [];
+    await sandbox.exec("echo x", { cwd: "/", onData: (c) => chunks.push(c) });
+    assert.ok(chunks.length > 0 && chunks.every((c) => c instanceof Uint8Array));
+  });
+
+  test("env values round-trip exactly; the host environment never reaches the command", async () => {
+    const env = {
+      QUOTES: `it's "quoted"`,
+      SUBST: "$(echo pwned) ${HOME} `echo pwned`",
+      NEWLINES: "line1\nline2\n\n",
+      UNICODE: "üñí©ødé – 日本語 🚀",
+      EMPTY: "",
+      BACKSLASH: "a\\nb\\",
+    };
+    process.env.AGENT_SANDBOX_HOST_SECRET = "host-only";
+    try {
+      for (const [name, value] of Object.entries(env)) {
+        const r = await sandbox.exec(`printf '%s' "$${name}"`, { cwd: "/", env });
+        assert.equal(r.stdout, value, name);
+      }
+      const r = await sandbox.exec('printf "[%s]" "$AGENT_SANDBOX_HOST_SECRET"', { cwd: "/", env });
+      assert.equal(r.stdout, "[]");
+      // The pod's own environment is there.
+      assert.notEqual((await sandbox.exec('printf %s "$PATH"', { cwd: "/", env })).stdout, "");
+    } finally {
+      delete process.env.AGENT_SANDBOX_HOST_SECRET;
+    }
+  });
+
+  test("an invalid env name is rejected with invalid_request naming it, and nothing runs", async () => {
+    const dir = await scratchDir(sandbox, "badenv");
+    for (const name of ["BAD-NAME", "1X", "A B", ""]) {
+      await assert.rejects(
+        sandbox.exec("touch ran", { cwd: dir, env: { OK: "1", [name]: "x" } }),
+        (e) => e.code === "invalid_request" && e.message.includes(JSON.stringify(name)),
+      );
+    }
+    assert.equal(await sandbox.exists(`${dir}/ran`), false);
+  });
+
+  test("cwd with spaces and quotes; a missing cwd fails with not_found and runs nothing", async () => {
+    const base = await scratchDir(sandbox, "cwd");
+    const dir = `${base}/a b 'c' "d" $(x)`;
+    await sandbox.mkdir(dir);
+    assert.equal(await sh(sandbox, "pwd", { cwd: dir }), `${dir}\n`);
+    await assert.rejects(sandbox.exec("touch ran", { cwd: `${base}/missing` }), { code: "not_found" });
+    assert.deepEqual(await sandbox.readdir(base), [`a b 'c' "d" $(x)`]);
+  });
+
+  test("stdin: every byte value round-trips, EOF is delivered", async () => {
+    const bytes = allBytes();
+    const r = await sandbox.exec("cat; echo eof >&2", { cwd: "/", stdin: bytes, encoding: "buffer" });
+    assert.equal(r.exitCode, 0);
+    assert.deepEqual(new Uint8Array(r.stdout), bytes);
+    assert.equal(r.stderr.toString(), "eof\n");
+    const s = await sandbox.exec("wc -c", { cwd: "/", stdin: "héllo\n" });
+    assert.equal(s.stdout.trim(), String(Buffer.byteLength("héllo\n")));
+  });
+
+  test("a command that does not read its stdin still completes", async () => {
+    const r = await sandbox.exec("echo done", { cwd: "/", stdin: new Uint8Array(4 << 20) });
+    assert.deepEqual([r.exitCode, r.stdout], [0, "done\n"]);
+  });
+
+  test("stdout as bytes with encoding: buffer", async () => {
+    const r = await sandbox.exec("printf '\\377\\000\\001'", { cwd: "/", encoding: "buffer" });
+    assert.ok(Buffer.isBuffer(r.stdout));
+    assert.deepEqual([...r.stdout], [255, 0, 1]);
+  });
+
+  test("timeout kills the whole process group and resolves with the output so far", async () => {
+    const dir = await scratchDir(sandbox, "timeout");
+    const r = await sandbox.exec("echo started; (sleep 2; touch child-ran) & sleep 100", { cwd: dir, timeoutMs: 500 });
+    assert.deepEqual(r, { exitCode: null, timedOut: true, stdout: "started\n", stderr: "", truncated: false });
+    // The background child would have written its marker by now.
+    assert.equal((await sandbox.exec("sleep 3; test -e child-ran", { cwd: dir })).exitCode, 1);
+  });
+
+  test("a TERM-ignoring command is killed after the grace period", async () => {
+    const dir = await scratchDir(sandbox, "ignoreterm");
+    const r = await sandbox.exec("trap '' TERM; (trap '' TERM; sleep 4; touch child-ran) & sleep 100", { cwd: dir, timeoutMs: 300 });
+    assert.equal(r.timedOut, true);
+    assert.equal((await sandbox.exec("sleep 5; test -e child-ran", { cwd: dir })).exitCode, 1);
+  });
+
+  test("abort kills the process group and rejects with Error('aborted')", async () => {
+    const dir = await scratchDir(sandbox, "abort");
+    const ac = new AbortController();
+    const run = sandbox.exec("echo started; (sleep 2; touch child-ran) & sleep 100", {
+      cwd: dir,
+      signal: ac.signal,
+      onData: () => ac.abort(),
+    });
+    await assert.rejects(run, (e) => e instanceof Error && e.message === "aborted" && e.name === "AbortError" && e.code === "aborted");
+    assert.equal((await sandbox.exec("sleep 3; test -e child-ran", { cwd: dir })).exitCode, 1);
+  });
+
+  test("an already-aborted signal rejects at once and runs nothing", async () => {
+    const dir = await scratchDir(sandbox, "preabort");
+    const ac = new AbortController();
+    ac.abort();
+    await assert.rejects(sandbox.exec("touch ran", { cwd: dir, signal: ac.signal }), { message: "aborted", code: "aborted" });
+    assert.equal(await sandbox.exists(`${dir}/ran`), false);
+  });
+
+  test("an abort right after the start still kills the command", async () => {
+    const dir = await scratchDir(sandbox, "fastabort");
+    const ac = new AbortController();
+    const run = sandbox.exec("sleep 2; touch ran", { cwd: dir, signal: ac.signal });
+    ac.abort();
+    await assert.rejects(run, { message: "aborted" });
+    assert.equal((await sandbox.exec("sleep 3; test -e ran", { cwd: dir })).exitCode, 1);
+  });
+
+  test("a throwing onData stops the command and exec rejects with the thrown error", async () => {
+    const boom = new Error("boom");
+    await assert.rejects(
+      sandbox.exec("echo x; sleep 100", { cwd: "/", onData: () => { throw boom; } }),
+      (e) => e === boom,
+    );
+  });
+
+  test("maxOutputBytes keeps the head and sets truncated; callbacks still get everything", async () => {
+    let seen = 0;
+    const r = await sandbox.exec("head -c 1000000 /dev/zero | tr '\\0' x; echo tail >&2", {
+      cwd: "/",
+      maxOutputBytes: 1000,
+      onData: (c) => (seen += c.length),
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, "x".repeat(1000));
+    assert.equal(r.stderr, "tail\n");
+    assert.equal(r.truncated, true);
+    assert.equal(seen, 1_000_000 + 5);
+  });
+
+  test("large output reaches onData completely and in order", async () => {
+    // 32 MiB of numbered lines: any lost, duplicated or reordered chunk breaks the sequence.
+    let carry = "";
+    let next = 1;
+    let ok = true;
+    const r = await sandbox.exec("seq 1 4000000", {
+      cwd: "/",
+      maxOutputBytes: 0,
+      onStdout: (c) => {
+        const lines = (carry + Buffer.from(c).toString()).split("\n");
+        carry = lines.pop();
+        for (const l of lines) if (Number(l) !== next++) ok = false;
+      },
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(ok, true);
+    assert.equal(next, 4_000_001);
+    assert.equal(r.truncated, true);
+  });
+
+  test("100 concurrent execs all return their own output and exit code", async () => {
+    const runs = Array.from({ length: 100 }, (_, i) => sandbox.exec(`echo out-${i}; echo err-${i} >&2; exit ${i % 7}`, { cwd: "/" }));
+    const results = await Promise.all(runs);
+    results.forEach((r, i) => {
+      assert.deepEqual(r, { exitCode: i % 7, timedOut: false, stdout: `out-${i}\n`, stderr: `err-${i}\n`, truncated: false });
+    });
+  });
+
+  test("connect sweeps the process groups a SIGKILLed host process left running", async () => {
+    const dir = await scratchDir(sandbox, "orphan");
+    const child = spawn(process.execPath, ["--input-type=module", "-e", ORPHAN_CHILD], {
+      env: {
+        ...process.env,
+        FIXTURE: new URL("./sandbox-fixture.mjs", import.meta.url).href,
+        NATIVE: fileURLToPath(new URL("../native.cjs", import.meta.url)),
+        ACTOR: box.actor,
+        ID: box.id,
+        DIR: dir,
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const exited = once(child, "exit").then(([code]) => `exited with ${code}`);
+    const line = await Promise.race([once(child.stdout, "data").then(([l]) => String(l).trim()), exited]);
+    assert.equal(line, "started");
+    child.kill("SIGKILL");
+    await once(child, "exit");
+
+    // pods/exec left the command running: it keeps touching `alive`.
+    await sh(sandbox, "rm -f alive; sleep 1; test -e alive", { cwd: dir });
+
+    await box.connect();
+    // Killed: `alive` stays gone, and the delayed marker never appears.
+    assert.equal((await sandbox.exec("rm -f alive; sleep 3; test -e alive || test -e marker", { cwd: dir })).exitCode, 1);
+  });
+});
+
+// Connects to the sandbox from another Node process and starts a command
+// with a background loop and a delayed marker, then waits to be SIGKILLed.
+const ORPHAN_CHILD = `
+import { createRequire } from "node:module";
+const { OPTIONS } = await import(process.env.FIXTURE);
+const { wrapSandbox } = await import(new URL("../js/sandbox.js", process.env.FIXTURE).href);
+const native = createRequire(process.env.NATIVE)(process.env.NATIVE);
+const p = await native.NativeProvider.open(OPTIONS, null);
+const s = wrapSandbox(await p.connect(process.env.ACTOR, process.env.ID));
+let told = false;
+await s.exec("(while :; do touch alive; sleep 0.2; done) & (sleep 2; touch marker) & echo started; sleep 100", {
+  cwd: process.env.DIR,
+  onData: () => { if (!told) { told = true; process.stdout.write("started\\n"); } },
+});
+`;
+
+describe("exec when the pod goes away", { skip, timeout: 300_000 }, () => {
+  test("deleting the pod fails a running exec with connection_lost, without waiting for a timeout", async () => {
+    const box = await openSandbox("podgone");
+    try {
+      let started;
+      const running = new Promise((resolve) => (started = resolve));
+      const run = box.sandbox.exec("echo started; sleep 3600", { cwd: "/", onData: () => started() });
+      const failed = assert.rejects(
+        run,
+        (e) => e.code === "connection_lost" && /pod .* (was deleted|is being deleted|was replaced)/.test(e.message),
+      );
+      await running;
+      // A warm-pool claim adopts a pool pod: the pod is the claim's sandbox.
+      const pod = getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(box.id)).status.sandbox.name;
+      kubectl("delete", "pod", pod, "--wait=false");
+      await failed;
+    } finally {
+      await box.close();
+    }
+  });
+});

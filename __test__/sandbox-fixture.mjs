@@ -1,0 +1,54 @@
+// A sandbox for the exec and files suites: a claim on the warm pool
+// `pool-ephemeral` (no volume; pods kept on suspend) made as the
+// least-privilege ServiceAccount, with cwd /tmp. Each suite gets its own
+// sandbox and destroys it at the end. The suites test js/sandbox.js over the
+// addon's NativeSandbox, so the fixture takes the sandbox straight from the
+// native provider (the provider's own JS layer is lifecycle.test.mjs's job).
+
+import { createRequire } from "node:module";
+import { wrapSandbox } from "../js/sandbox.js";
+import { actorId, namespace } from "./cluster.mjs";
+
+const native = createRequire(import.meta.url)("../native.cjs");
+
+export const POOL = "pool-ephemeral";
+export const OPTIONS = { namespace, warmPool: POOL, suspend: "none", cwd: "/tmp", readyTimeoutMs: 120_000 };
+
+/** Creates and connects a sandbox; `close()` destroys it. */
+export async function openSandbox(label, options = {}) {
+  const provider = await native.NativeProvider.open({ ...OPTIONS, ...options }, null);
+  const actor = actorId(label);
+  const id = await provider.create(actor);
+  const connect = async () => {
+    const sandbox = await provider.connect(actor, id);
+    if (!sandbox) throw new Error(`connect(${id}) returned no sandbox`);
+    return wrapSandbox(sandbox);
+  };
+  try {
+    return { actor, id, sandbox: await connect(), connect, close: () => provider.destroy(actor, id) };
+  } catch (err) {
+    await provider.destroy(actor, id);
+    throw err;
+  }
+}
+
+/** Runs a command that must succeed; returns its stdout. */
+export async function sh(sandbox, command, options = {}) {
+  const r = await sandbox.exec(command, { cwd: sandbox.cwd, ...options });
+  if (r.exitCode !== 0) throw new Error(`${command}: exit ${r.exitCode}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** A directory unique to this test run, created in the sandbox. */
+export async function scratchDir(sandbox, label) {
+  const dir = `/tmp/${label}-${process.pid}-${Date.now().toString(36)}`;
+  await sandbox.mkdir(dir);
+  return dir;
+}
+
+/** Every byte value 0..255, twice, in a scrambled order. */
+export function allBytes() {
+  const out = new Uint8Array(512);
+  for (let i = 0; i < 512; i++) out[i] = (i * 167 + 13) & 0xff;
+  return out;
+}
