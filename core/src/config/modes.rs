@@ -20,7 +20,7 @@ pub enum Mode {
 }
 
 /// `warmPool` + `claim` options.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WarmPoolMode {
     /// SandboxWarmPool name (`spec.warmPoolRef.name` of the claim).
     pub pool: String,
@@ -42,7 +42,7 @@ pub struct WarmPoolMode {
 }
 
 /// `sandbox` options: the pod of a directly created Sandbox.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DirectMode {
     /// Container image.
     pub image: String,
@@ -74,6 +74,38 @@ pub struct VolumeOptions {
     pub path: String,
     /// Storage class; the cluster default when omitted.
     pub storage_class_name: Option<String>,
+}
+
+// Debug shows environment variable names only: values may be secrets (API
+// keys handed to the sandbox), and so may a pod template's env.
+impl std::fmt::Debug for WarmPoolMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmPoolMode")
+            .field("pool", &self.pool)
+            .field("labels", &self.labels)
+            .field("pod_labels", &self.pod_labels)
+            .field("annotations", &self.annotations)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("volume_claim_templates", &self.volume_claim_templates.len())
+            .field("shutdown_after_seconds", &self.shutdown_after_seconds)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for DirectMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectMode")
+            .field("image", &self.image)
+            .field("resources", &self.resources)
+            .field("runtime_class_name", &self.runtime_class_name)
+            .field("volume", &self.volume)
+            .field("service_account_name", &self.service_account_name)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("labels", &self.labels)
+            .field("annotations", &self.annotations)
+            .field("pod_template", &self.pod_template.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// The volume name used for `sandbox.volume` (PVC `workspace-<sandbox>`).

@@ -92,3 +92,14 @@ fn secrets_stay_out_of_errors() {
     let m = err(json!({ "warmPool": "p", "kubeConfig": { "server": "https://h", "token": "tok", "extra": "tok2" } }));
     assert!(!m.contains("tok2"), "{m}");
 }
+
+#[test]
+fn debug_output_hides_env_values() {
+    let c = parse(&json!({ "warmPool": "p", "claim": { "env": { "API_KEY": "sk-secret" } } })).unwrap();
+    let d = format!("{c:?}");
+    assert!(d.contains("API_KEY") && !d.contains("sk-secret"), "{d}");
+    let c = parse(&json!({ "suspend": "none", "sandbox": { "image": "i", "env": { "K": "sk-secret" },
+        "podTemplate": { "spec": { "containers": [{ "name": "c", "env": [{ "name": "X", "value": "sk-secret" }] }] } } } }))
+    .unwrap();
+    assert!(!format!("{c:?}").contains("sk-secret"));
+}

@@ -12,7 +12,7 @@ use super::manifest;
 use super::names::{self, SandboxId};
 use super::ops::{Lifecycle, PodTarget};
 use super::readiness::{self, Binding, Readiness};
-use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
+use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject};
 use super::watch::{self, Step};
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
@@ -44,9 +44,8 @@ impl Lifecycle {
         let announce = self.warm() && self.unannounced.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false);
         loop {
             let sandbox_name = if self.warm() {
-                let Some(claim) = self.get::<_, _>(Kind::SandboxClaim, &id.namespace, &id.name).await? else {
-                    return Ok(None);
-                };
+                let claim: Option<ClaimObject> = self.get(Kind::SandboxClaim, &id.namespace, &id.name).await?;
+                let Some(claim) = claim.filter(|c| !deleting(c)) else { return Ok(None) };
                 check_owner(&claim, actor_id, &id)?;
                 let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
                 self.refresh_ttl(Kind::SandboxClaim, &id, &id.name, current.as_deref()).await?;
@@ -67,7 +66,7 @@ impl Lifecycle {
 
     /// Waits until the claim names its Sandbox; `None` if the claim is gone.
     async fn wait_bound(&self, id: &SandboxId, claim: ClaimObject, deadline: Instant, ev: &Emitter) -> Result<Option<String>> {
-        let decide = |claim: Option<ClaimObject>| match claim.as_ref().map(readiness::claim_binding) {
+        let decide = |claim: Option<ClaimObject>| match claim.filter(|c| !deleting(c)).as_ref().map(readiness::claim_binding) {
             None => Step::Done(None),
             Some(Binding::Bound(name)) => Step::Done(Some(name)),
             Some(Binding::Waiting(why)) => Step::Waiting(why),
@@ -96,10 +95,14 @@ impl Lifecycle {
         let ns = &id.namespace;
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
+        let sandbox: Option<SandboxObject> = self.get(Kind::Sandbox, ns, name).await?;
+        let sandbox = sandbox.filter(|s| !deleting(s));
+        if sandbox.is_none() && !self.warm() {
+            return Ok(Outcome::Gone);
+        }
         // A claim whose Sandbox vanished provisions a new one: the wait below
         // follows the claim.
-        if let Some(sb) = self.get::<_, _>(Kind::Sandbox, ns, name).await? {
-            let sb: SandboxObject = sb;
+        if let Some(sb) = sandbox {
             if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
                 return Err(not_ours(Kind::Sandbox, id));
             }
@@ -186,14 +189,15 @@ impl Lifecycle {
                 match &claim {
                     None => return None,
                     Some(None) => return Some(Step::Done(Outcome::Gone)),
+                    Some(Some(c)) if deleting(c) => return Some(Step::Done(Outcome::Gone)),
                     Some(Some(c)) if bound_sandbox(c).is_some_and(|b| b != name) => return Some(Step::Done(Outcome::Rebound)),
                     Some(Some(_)) => {}
                 }
             }
             let (Some(sb), Some(p)) = (&sandbox, &pod) else { return None };
-            let Some(sb) = sb else {
+            let Some(sb) = sb.as_ref().filter(|s| !deleting(s)) else {
                 return Some(if warm {
-                    Step::Waiting(format!("sandbox {name} does not exist; waiting for the claim to provision one"))
+                    Step::Waiting(format!("sandbox {name} is gone; waiting for the claim to provision another"))
                 } else {
                     Step::Done(Outcome::Gone)
                 });

@@ -95,6 +95,12 @@ impl Condition {
     }
 }
 
+/// The object is being deleted (it will not come back: connect treats it
+/// as gone).
+pub fn deleting<P: Clone, U: Clone>(object: &Object<P, U>) -> bool {
+    object.metadata.deletion_timestamp.is_some()
+}
+
 /// The condition of `type_` in `conditions`.
 pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
