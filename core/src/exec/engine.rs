@@ -197,25 +197,34 @@ impl ExecEngine {
             let live: Vec<String> = runs.1.iter().map(|n| run_id(&self.inner.instance, *n)).collect();
             script::sweep_argv(&self.inner.instance, runs.0, &live)
         };
-        let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
-        let ended = self
-            .run_with(target, argv, None, |rx| consume_with(rx, |c| Ok(keep_stderr(&mut stderr, &c))))
-            .await?;
-        script_status(ended, "the orphan sweep", stderr).map(|_| ())
+        let (ended, stderr) = self.run_script(target, argv, None, |_| Ok(())).await?;
+        script_status(ended, "the orphan sweep", stderr).map(drop)
     }
 
     /// Runs one of the engine's own scripts under the concurrency cap,
-    /// handing every chunk to `on_chunk`; an `Err` from it stops the run and
-    /// is returned.
+    /// handing stdout chunks to `on_stdout` (an `Err` from it stops the run
+    /// and is returned); returns how it ended and the head of its stderr.
     pub(crate) async fn run_script(
         &self,
         target: &ExecTarget,
         argv: Vec<String>,
         stdin: Option<Bytes>,
-        on_chunk: impl FnMut(OutputChunk) -> Result<()> + Send,
-    ) -> Result<Completion> {
+        mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
+    ) -> Result<(Completion, HeadBuffer)> {
         let _permit = self.inner.permits.acquire().await.expect("the semaphore is never closed");
-        self.run_with(target, argv, stdin, |rx| consume_with(rx, on_chunk)).await
+        let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
+        let ended = self
+            .run_with(target, argv, stdin, |rx| {
+                consume_with(rx, |OutputChunk { stream, data }| match stream {
+                    Stream::Stdout => on_stdout(data),
+                    Stream::Stderr => {
+                        stderr.push(&data);
+                        Ok(())
+                    }
+                })
+            })
+            .await?;
+        Ok((ended, stderr))
     }
 
     /// Runs `argv` while `consume` takes its output.
@@ -310,12 +319,6 @@ async fn consume_with(mut rx: mpsc::Receiver<OutputChunk>, mut on_chunk: impl Fn
         on_chunk(chunk)?;
     }
     Ok(())
-}
-
-fn keep_stderr(stderr: &mut HeadBuffer, chunk: &OutputChunk) {
-    if chunk.stream == Stream::Stderr {
-        stderr.push(&chunk.data);
-    }
 }
 
 /// Exit 0 of one of the engine's scripts, or an error naming it.

@@ -9,11 +9,14 @@
 //! concurrently, the pumps raced against `join()`, leftovers drained without
 //! blocking, and the exit status taken only from the status frame.
 //!
-//! Stdin is never shut down. kube reaches EOF on a v4-only server by closing
-//! the whole socket, which loses the remaining output and the exit status; and
-//! kube does not tell which protocol it negotiated. Instead the engine's
-//! scripts read exactly the announced number of stdin bytes (`head -c`), so
-//! commands see EOF on v4 and v5 alike and nothing is lost.
+//! Stdin is always attached and never shut down. kube reaches EOF on a
+//! v4-only server by closing the whole socket, which loses the remaining
+//! output and the exit status, and kube does not tell which protocol it
+//! negotiated. Worse, `join()` shuts down a stdin pipe the caller did not
+//! take — even one never requested — so on v4 joining alone would close the
+//! socket. So we always request stdin, take the writer and keep it; the
+//! engine's scripts read exactly the announced number of stdin bytes
+//! (`head -c`), so commands see EOF on v4 and v5 alike and nothing is lost.
 
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
@@ -82,7 +85,7 @@ impl Runtime for PodExecRuntime {
             let mut watch = self.watches.subscribe(target);
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
             let mut params = AttachParams::default()
-                .stdin(stdin.is_some())
+                .stdin(true)
                 .stdout(true)
                 .stderr(true)
                 .max_stdin_buf_size(PIPE_BYTES)
@@ -111,18 +114,17 @@ async fn drive(mut process: AttachedProcess, stdin: Option<Bytes>, output: &mpsc
     let status = process.take_status().expect("status is taken once, first");
     let mut stdout = process.stdout().expect("stdout is attached");
     let mut stderr = process.stderr().expect("stderr is attached");
-    let writer = process.stdin();
+    let mut writer = process.stdin().expect("stdin is attached");
     let join = process.join();
     tokio::pin!(join);
 
     let feed = async move {
-        if let (Some(mut w), Some(data)) = (writer, stdin) {
+        if let Some(data) = stdin {
             // A write error means the session ended; the status tells how.
-            let _ = w.write_all(&data).await;
-            // Keep the writer: never shut down (see the module doc).
-            let _keep = w;
-            std::future::pending::<()>().await;
+            let _ = writer.write_all(&data).await;
         }
+        // Keep the writer open: never shut down (see the module doc).
+        let _keep = writer;
         std::future::pending::<()>().await
     };
     let ended_first = {

@@ -16,13 +16,11 @@ pub use parse::FileStat;
 
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::script::{no_nul, script_argv};
-use crate::exec::{script_status, Completion, ExecEngine, ExecTarget, OutputChunk, Stream};
+use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
-/// Stderr kept for error messages.
-const MESSAGE_BYTES: usize = 4096;
 
 /// Options of [`remove`], as `fs.rm`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -43,15 +41,10 @@ pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max
     };
     let mut header = HeaderLine::default();
     let mut data: Option<Vec<u8>> = None;
-    let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
     let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string()]);
-    let ended = engine
+    let (ended, stderr) = engine
         .run_script(target, argv, None, |chunk| {
-            if chunk.stream == Stream::Stderr {
-                stderr.push(&chunk.data);
-                return Ok(());
-            }
-            let rest = header.feed(chunk.data);
+            let rest = header.feed(chunk);
             let data = match (&mut data, header.line()) {
                 (Some(d), _) => d,
                 (None, Some(line)) => {
@@ -107,9 +100,13 @@ pub async fn mkdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Resu
 /// Type, size, mode and mtime of a path (symlinks followed).
 pub async fn stat(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<FileStat> {
     check_path(path)?;
-    let mut out = HeadBuffer::new(MESSAGE_BYTES);
-    let (code, stderr) =
-        run(engine, target, script_argv(scripts::STAT, [path.to_owned()]), None, |d| Ok(out.push(&d))).await?;
+    // One short line; the cap only guards against a misbehaving `stat`.
+    let mut out = HeadBuffer::new(1024);
+    let (code, stderr) = run(engine, target, script_argv(scripts::STAT, [path.to_owned()]), None, |d| {
+        out.push(&d);
+        Ok(())
+    })
+    .await?;
     check(code, path, stderr, "stat")?;
     parse::parse_stat(&String::from_utf8_lossy(&out.into_inner()))
 }
@@ -118,9 +115,11 @@ pub async fn stat(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Resul
 pub async fn readdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<Vec<Vec<u8>>> {
     check_path(path)?;
     let mut out = Vec::new();
-    let (code, stderr) =
-        run(engine, target, script_argv(scripts::READDIR, [path.to_owned()]), None, |d| Ok(out.extend_from_slice(&d)))
-            .await?;
+    let (code, stderr) = run(engine, target, script_argv(scripts::READDIR, [path.to_owned()]), None, |d| {
+        out.extend_from_slice(&d);
+        Ok(())
+    })
+    .await?;
     check(code, path, stderr, "readdir")?;
     Ok(parse::split_names(&out))
 }
@@ -153,15 +152,9 @@ async fn run(
     target: &ExecTarget,
     argv: Vec<String>,
     stdin: Option<Bytes>,
-    mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
+    on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
 ) -> Result<(i32, HeadBuffer)> {
-    let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
-    let ended = engine
-        .run_script(target, argv, stdin, |OutputChunk { stream, data }| match stream {
-            Stream::Stdout => on_stdout(data),
-            Stream::Stderr => Ok(stderr.push(&data)),
-        })
-        .await?;
+    let (ended, stderr) = engine.run_script(target, argv, stdin, on_stdout).await?;
     Ok((exit_code(ended)?, stderr))
 }
 

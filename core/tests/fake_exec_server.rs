@@ -1,0 +1,196 @@
+//! The exec engine against an in-process fake of the pods/exec WebSocket
+//! endpoint, for what the real local cluster cannot do: a server that speaks
+//! only `v4.channel.k8s.io` (no stdin EOF), and status frames that are
+//! malformed, missing, or failures without an exit code.
+//!
+//! In `V4Local` mode the fake runs the requested argv on this machine (the
+//! engine's real wrapper script under the local `/bin/sh`) and never closes
+//! the child's stdin, as a v4 server cannot learn about EOF.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget};
+use sandbox_core::ErrorCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::Message;
+
+#[derive(Clone, Copy)]
+enum Mode {
+    /// v4 only; runs the command locally; stdin never reaches EOF.
+    V4Local,
+    /// Some output, then a status frame that is not JSON.
+    MalformedStatus,
+    /// Some output, then a clean close without a status frame.
+    NoStatus,
+    /// A `Failure` status without an `ExitCode` cause.
+    FailureWithoutExitCode,
+}
+
+/// Starts the fake; returns an engine talking to it.
+async fn engine(mode: Mode) -> ExecEngine {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(serve(stream, mode));
+        }
+    });
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    ExecEngine::new(client, 8)
+}
+
+fn target() -> ExecTarget {
+    ExecTarget { namespace: "ns".into(), pod: "pod".into(), container: None }
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(channel);
+    v.extend_from_slice(data);
+    Message::binary(v)
+}
+
+async fn serve(stream: TcpStream, mode: Mode) {
+    let mut argv = Vec::new();
+    #[allow(clippy::result_large_err)] // tungstenite's callback signature
+    let accept = |req: &Request, mut res: Response| {
+        argv = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .filter(|(k, _)| k == "command")
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        let offered = req.headers().get("sec-websocket-protocol").and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert!(offered.contains("v4.channel.k8s.io"), "client offers v4: {offered}");
+        res.headers_mut().insert("sec-websocket-protocol", "v4.channel.k8s.io".parse().unwrap());
+        Ok(res)
+    };
+    // Anything but an exec upgrade (the engine's pod watch) just fails.
+    let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, accept).await else { return };
+    let (mut tx, mut rx) = ws.split();
+    match mode {
+        Mode::MalformedStatus => {
+            tx.send(frame(1, b"partial")).await.unwrap();
+            tx.send(frame(3, b"{not json")).await.unwrap();
+            // Stay open: the client must not wait for anything more.
+            while rx.next().await.is_some() {}
+        }
+        Mode::NoStatus => {
+            tx.send(frame(1, b"out")).await.unwrap();
+            tx.close().await.unwrap();
+        }
+        Mode::FailureWithoutExitCode => {
+            let status = br#"{"status":"Failure","message":"OCI runtime exec failed: boom","reason":"InternalError","code":500}"#;
+            tx.send(frame(3, status)).await.unwrap();
+            tx.close().await.unwrap();
+        }
+        Mode::V4Local => run_locally(argv, tx, rx).await,
+    }
+}
+
+async fn run_locally(
+    argv: Vec<String>,
+    mut tx: impl SinkExt<Message, Error = impl std::fmt::Debug> + Unpin,
+    mut rx: impl StreamExt<Item = Result<Message, impl std::fmt::Debug>> + Unpin,
+) {
+    let run_dir = std::env::temp_dir().join(format!("fake-exec-{}", std::process::id()));
+    let mut child = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("TMPDIR", &run_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Held open to the end: a v4 server has no way to learn about EOF.
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (mut out, mut err) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
+    let (mut out_done, mut err_done) = (false, false);
+    loop {
+        tokio::select! {
+            msg = rx.next() => match msg {
+                Some(Ok(Message::Binary(b))) if b.first() == Some(&0) => { let _ = stdin.write_all(&b[1..]).await; }
+                Some(Ok(_)) => {}
+                _ => return,
+            },
+            n = stdout.read(&mut out), if !out_done => match n.unwrap() {
+                0 => out_done = true,
+                n => tx.send(frame(1, &out[..n])).await.unwrap(),
+            },
+            n = stderr.read(&mut err), if !err_done => match n.unwrap() {
+                0 => err_done = true,
+                n => tx.send(frame(2, &err[..n])).await.unwrap(),
+            },
+            status = child.wait(), if out_done && err_done => {
+                let code = status.unwrap().code().unwrap_or(255);
+                let json = if code == 0 {
+                    r#"{"status":"Success","metadata":{}}"#.to_owned()
+                } else {
+                    format!(r#"{{"status":"Failure","reason":"NonZeroExitCode","details":{{"causes":[{{"reason":"ExitCode","message":"{code}"}}]}}}}"#)
+                };
+                tx.send(frame(3, json.as_bytes())).await.unwrap();
+                let _ = tx.close().await;
+                return;
+            }
+        }
+    }
+}
+
+fn request(command: &str) -> ExecRequest {
+    ExecRequest::new(command, "/")
+}
+
+#[tokio::test]
+async fn v4_server_output_and_exit_code_are_not_lost() {
+    let engine = engine(Mode::V4Local).await;
+    let r = engine.exec(&target(), request("echo out; echo err >&2; exit 7")).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice(), r.stderr.as_slice()), (Some(7), &b"out\n"[..], &b"err\n"[..]));
+}
+
+#[tokio::test]
+async fn v4_server_stdin_reaches_eof_without_a_close_signal() {
+    let engine = engine(Mode::V4Local).await;
+    let mut req = request("cat; echo done");
+    req.stdin = Some(bytes::Bytes::from_static(b"hello "));
+    let r = tokio::time::timeout(Duration::from_secs(30), engine.exec(&target(), req)).await.expect("no hang").unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(0), &b"hello done\n"[..]));
+
+    // A command that ignores 1 MiB of stdin still reports its status.
+    let mut req = request("exit 3");
+    req.stdin = Some(bytes::Bytes::from(vec![b'x'; 1 << 20]));
+    let r = tokio::time::timeout(Duration::from_secs(30), engine.exec(&target(), req)).await.expect("no hang").unwrap();
+    assert_eq!(r.exit_code, Some(3));
+}
+
+#[tokio::test]
+async fn malformed_status_is_connection_lost_not_success() {
+    let engine = engine(Mode::MalformedStatus).await;
+    let e = tokio::time::timeout(Duration::from_secs(30), engine.exec(&target(), request("true")))
+        .await
+        .expect("no hang")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
+    assert!(e.message.contains("status"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn close_without_status_is_connection_lost_not_success() {
+    let engine = engine(Mode::NoStatus).await;
+    let e = engine.exec(&target(), request("true")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
+    assert!(e.message.contains("without an exit status"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn failure_without_exit_code_is_an_error_with_the_status_message() {
+    let engine = engine(Mode::FailureWithoutExitCode).await;
+    let e = engine.exec(&target(), request("true")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal);
+    assert!(e.message.contains("OCI runtime exec failed: boom"), "{}", e.message);
+}
