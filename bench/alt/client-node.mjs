@@ -1,0 +1,63 @@
+// The same operations written with @kubernetes/client-node's Exec, as a
+// competent user would: WebSocket (v5 negotiated), the exit code from the
+// status callback, stdin from a Readable in 64 KiB chunks, output into
+// Writables.
+
+import { Exec, KubeConfig } from "@kubernetes/client-node";
+import { Readable, Writable } from "node:stream";
+
+export async function open(t) {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  const ex = new Exec(kc);
+
+  /** Runs argv; resolves { exitCode, stdout: Buffer[] } once the status arrives. */
+  function run(argv, { stdin, onStdout } = {}) {
+    return new Promise((resolve, reject) => {
+      const out = [];
+      const err = [];
+      const sink = (push) => new Writable({ write: (c, _e, cb) => (push(c), cb()) });
+      let done = false;
+      const onStatus = (s) => {
+        done = true;
+        const code = exitCode(s);
+        if (code === null) reject(new Error(`${argv.join(" ")}: ${s.message}`));
+        else resolve({ exitCode: code, stdout: out, stderr: Buffer.concat(err).toString() });
+      };
+      ex.exec(
+        t.namespace, t.pod, t.container, argv,
+        sink(onStdout ?? ((c) => out.push(c))), sink((c) => err.push(c)),
+        stdin ? Readable.from(chunks(stdin)) : null,
+        false, onStatus,
+      ).then((ws) => {
+        ws.on("close", () => done || reject(new Error("connection closed without a status")));
+        ws.on("error", (e) => done || reject(e));
+      }, reject);
+    });
+  }
+  const ok = (r) => {
+    if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}: ${r.stderr}`);
+    return r;
+  };
+
+  return {
+    exec: async (cmd) => Buffer.concat(ok(await run(["sh", "-c", cmd])).stdout).toString(),
+    stream: async (bytes, onChunk) => {
+      ok(await run(["head", "-c", String(bytes), "/dev/zero"], { onStdout: onChunk }));
+    },
+    writeFile: async (path, data) => {
+      ok(await run(["sh", "-c", 'cat > "$1"', "sh", path], { stdin: data }));
+    },
+    readFile: async (path) => Buffer.concat(ok(await run(["cat", "--", path])).stdout),
+  };
+}
+
+function exitCode(s) {
+  if (s.status === "Success") return 0;
+  const cause = s.reason === "NonZeroExitCode" && s.details?.causes?.find((c) => c.reason === "ExitCode");
+  return cause ? Number(cause.message) : null;
+}
+
+function* chunks(buf, size = 64 * 1024) {
+  for (let off = 0; off < buf.length; off += size) yield buf.subarray(off, off + size);
+}

@@ -1,0 +1,72 @@
+// The same operations with `kubectl exec` (one kubectl process each; files go
+// through local files as a shell user would: `kubectl exec -i … < file`,
+// `kubectl exec … cat > file`). kubectl's own peak RSS is sampled from /proc
+// and reported on top of this Node process's.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { statusKb } from "../lib/measure.mjs";
+
+export async function open(t) {
+  const kubectl = process.env.SANDBOX_TEST_KUBECTL || "kubectl";
+  const dir = mkdtempSync(join(tmpdir(), "bench-kubectl-"));
+  let basePeakKb = 0;
+  let lastPeakKb = 0;
+
+  /** Runs kubectl exec; stdin/stdout are "pipe" or file descriptors. */
+  function run(argv, { stdin = "ignore", stdout = "pipe", onStdout } = {}) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(kubectl, ["exec", "-n", t.namespace, t.pod, "-c", t.container, ...(stdin === "ignore" ? [] : ["-i"]), "--", ...argv], {
+        stdio: [stdin, stdout, "pipe"],
+      });
+      let peak = 0;
+      const sample = () => (peak = Math.max(peak, statusKb("VmHWM", child.pid)));
+      const timer = setInterval(sample, 5);
+      const out = [];
+      const err = [];
+      child.stdout?.on("data", onStdout ?? ((c) => out.push(c)));
+      child.stderr.on("data", (c) => err.push(c));
+      child.on("error", reject);
+      child.on("close", (code) => {
+        clearInterval(timer);
+        lastPeakKb = peak;
+        if (code === 0) resolve(Buffer.concat(out));
+        else reject(new Error(`kubectl exited ${code}: ${Buffer.concat(err)}`));
+      });
+    });
+  }
+  const withFd = async (path, flags, fn) => {
+    const fd = openSync(path, flags);
+    try {
+      return await fn(fd);
+    } finally {
+      closeSync(fd);
+    }
+  };
+
+  await run(["true"]);
+  basePeakKb = lastPeakKb; // kubectl's own footprint, to turn peaks into growth
+
+  return {
+    exec: async (cmd) => (await run(["sh", "-c", cmd])).toString(),
+    stream: (bytes, onChunk) => run(["head", "-c", String(bytes), "/dev/zero"], { onStdout: onChunk }),
+    // The local file is written before the clock starts (prepareWrite).
+    prepareWrite: (data) => {
+      const file = join(dir, "upload.bin");
+      writeFileSync(file, data);
+      return file;
+    },
+    writeFile: (path, file) => withFd(file, "r", (fd) => run(["sh", "-c", 'cat > "$1"', "sh", path], { stdin: fd })),
+    readFile: async (path) => {
+      const file = join(dir, "download.bin");
+      await withFd(file, "w", (fd) => run(["cat", "--", path], { stdout: fd }));
+      const { size } = statSync(file);
+      rmSync(file);
+      return { length: size };
+    },
+    helperGrowthKb: () => Math.max(0, lastPeakKb - basePeakKb),
+    close: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}

@@ -1,0 +1,31 @@
+// This package: exec and files through agentSandboxProvider().connect().
+// The addon is the release build that bench/run.mjs points
+// NAPI_RS_NATIVE_LIBRARY_PATH at.
+
+import { agentSandboxProvider } from "../../index.js";
+
+/** Provider options used by every package measurement. */
+export function providerOptions(t) {
+  // 64 concurrent execs are measured: lift the default cap of 32 so the
+  // figure is the path's, not the cap's.
+  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64 };
+}
+
+export async function open(t) {
+  const p = agentSandboxProvider(providerOptions(t));
+  const sb = await p.connect({ actorId: t.actorId, client() {} }, t.id);
+  if (!sb) throw new Error(`sandbox ${t.id} not found`);
+  const ok = (r) => {
+    if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}: ${r.stderr}`);
+    return r;
+  };
+  return {
+    exec: async (cmd) => ok(await sb.exec(cmd, { cwd: "/" })).stdout,
+    // Streaming to a callback: keep (almost) nothing in the result.
+    stream: async (bytes, onChunk) => {
+      ok(await sb.exec(`head -c ${bytes} /dev/zero`, { cwd: "/", onData: onChunk, maxOutputBytes: 1024 }));
+    },
+    writeFile: (path, data) => sb.writeFile(path, data),
+    readFile: (path) => sb.readFile(path, { maxBytes: 1 << 30 }),
+  };
+}

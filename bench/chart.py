@@ -1,0 +1,125 @@
+"""Chart of bench/results/latest.json: python chart.py latest.json latest.png
+
+Top: for every operation and metric, how many times better this package is
+than each alternative measured in the same run (median of per-repetition
+ratios, whiskers = min–max), on a log scale centred on 1 (= same as the
+package). Bottom: the lifecycle, with the controller's own Ready time
+separated from the provider's share.
+"""
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"client-node": "#4C72B0", "kubectl": "#DD8452", "floor": "#8C8C8C"}
+ALTS = list(COLORS)
+
+
+def advantage(fig, alt):
+    """(median, lo, hi) of 'times better than alt'; None if not measured."""
+    r = fig["ratios"].get(alt)
+    if not r or not r.get("median"):
+        return None
+    inv = fig["better"] == "lower"
+    med, lo, hi = r["median"], r["min"], r["max"]
+    if inv:
+        med, lo, hi = 1 / med, 1 / hi, 1 / lo
+    return med, lo, hi
+
+
+def fmt(x):
+    return f"{x:.2g}×" if x < 10 else f"{x:.0f}×"
+
+
+def ratio_panel(ax, figs):
+    rows = [f for f in figs if any(advantage(f, a) for a in ALTS)]
+    h = 0.8 / len(ALTS)
+    ys, labels = [], []
+    group = None
+    for i, f in enumerate(rows):
+        y = len(rows) - 1 - i
+        ys.append(y)
+        labels.append(f"{f['group']} · {f['label']}" if f["group"] != group else f"{f['label']}")
+        if f["group"] != group and i:
+            ax.axhline(y + 0.5, color="#dddddd", lw=0.8)
+        group = f["group"]
+        for j, alt in enumerate(ALTS):
+            a = advantage(f, alt)
+            if not a:
+                continue
+            med, lo, hi = a
+            yy = y + 0.4 - h * (j + 0.5)
+            ax.barh(yy, med - 1 if med >= 1 else 1 - med, left=min(1, med), height=h * 0.9, color=COLORS[alt])
+            if hi > lo:
+                ax.errorbar(med, yy, xerr=[[med - lo], [hi - med]], fmt="none", ecolor="black", lw=0.7, capsize=1.5)
+            ax.text(max(med, hi) * 1.04 if med >= 1 else min(med, lo) / 1.04, yy, fmt(med), va="center",
+                    ha="left" if med >= 1 else "right", fontsize=7)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([("    " + l if "·" not in l else l.replace(" · ", "\n    ")) for l in labels], fontsize=8)
+    ax.set_xscale("log")
+    ax.axvline(1, color="black", lw=1)
+    lo = min([advantage(f, a)[1] for f in rows for a in ALTS if advantage(f, a)] + [0.5])
+    hi = max([advantage(f, a)[2] for f in rows for a in ALTS if advantage(f, a)] + [2])
+    ax.set_xlim(lo / 2, hi * 2.5)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("× better than the alternative  (right of 1: this package is better;  left: worse)\n"
+                  "time, memory, event-loop delay: alternative ÷ package;  throughput: package ÷ alternative")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=COLORS[a]) for a in ALTS],
+              labels=["@kubernetes/client-node", "kubectl exec", "floor (bare kube-rs exec)"], loc="lower right", fontsize=8)
+    ax.grid(axis="x", which="both", color="#eeeeee", lw=0.6)
+    ax.set_axisbelow(True)
+
+
+def lifecycle_panel(ax, life):
+    rows = []
+    for name in ("sequential", "parallel"):
+        part = life.get(name) or {}
+        total, ctrl = part.get("total"), part.get("controller")
+        if total and ctrl:
+            rows.append((f"create+connect → first exec\n({name}, n={part['n']})", ctrl["p50"], total["p50"] - ctrl["p50"], total["p99"]))
+    for key, label in (("resumeToExec", "connect (resume) → first exec"), ("suspend", "suspend"), ("destroyGone", "destroy → nothing left")):
+        if life.get(key):
+            rows.append((f"{label}\n(n={life[key]['n']})", None, life[key]["p50"], life[key]["p99"]))
+    for i, (label, ctrl, rest, p99) in enumerate(rows):
+        y = len(rows) - 1 - i
+        left = 0
+        if ctrl is not None:
+            ax.barh(y, ctrl, color="#55A868", height=0.6)
+            left = ctrl
+        ax.barh(y, rest, left=left, color="#C44E52" if ctrl is not None else "#8172B3", height=0.6)
+        ax.text(left + rest, y, f"  p50 {left + rest:.0f} ms  (p99 {p99:.0f})", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in reversed(rows)], fontsize=8)
+    ax.set_xlabel("ms (p50)")
+    ax.set_xlim(0, max(r[2] + (r[1] or 0) for r in rows) * 1.45 if rows else 1)
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#55A868", "#C44E52", "#8172B3")],
+              labels=["controller's own Ready time (claim annotations)", "provider's share (create, watch, connect, first exec)", "this package"],
+              loc="lower right", fontsize=8)
+    ax.set_title("Lifecycle (this package, warm pool)", fontsize=10, loc="left")
+
+
+def main(src, dst):
+    data = json.load(open(src))
+    figs, life, meta = data["figures"], data.get("lifecycle"), data["meta"]
+    n = len([f for f in figs if any(advantage(f, a) for a in ALTS)])
+    has_life = bool(life) and not life.get("error")
+    fig, axes = plt.subplots(2 if has_life else 1, 1, figsize=(11, 0.55 * n + (4.5 if has_life else 1.5)),
+                             gridspec_kw={"height_ratios": [max(n, 1) * 0.55, 3.2]} if has_life else None, squeeze=False)
+    ratio_panel(axes[0][0], figs)
+    m = meta["machine"]
+    fig.suptitle(f"{meta['versions']['package'].split(' (')[0]} vs the alternatives, same cluster, same run\n"
+                 f"{m['nproc']} × {m['cpu']}, {m['memGiB']} GiB · node {meta['versions']['node']} · "
+                 f"kube-apiserver {meta['versions']['kube-apiserver']} · {meta['reps']} repetition(s) · {meta['date'][:16]}",
+                 fontsize=10)
+    if has_life:
+        lifecycle_panel(axes[1][0], life)
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

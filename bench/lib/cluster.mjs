@@ -1,0 +1,78 @@
+// The local control plane: start it, load its env, and the few admin-side
+// object operations the benchmark needs (claims, a private warm pool,
+// leftovers, versions). Everything talks to 127.0.0.1 only.
+
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CoreV1Api, CustomObjectsApi, KubeConfig, VersionApi } from "@kubernetes/client-node";
+
+export const ROOT = new URL("../../", import.meta.url).pathname;
+const EXT = { group: "extensions.agents.x-k8s.io", version: "v1beta1" };
+const CORE = { group: "agents.x-k8s.io", version: "v1beta1" };
+
+/** `cluster.sh up` (idempotent), then the exports of .cluster/env into process.env. */
+export function ensureCluster() {
+  execFileSync("bash", [`${ROOT}dev/cluster/cluster.sh`, "up"], { stdio: ["ignore", "ignore", "inherit"] });
+  for (const m of readFileSync(`${ROOT}.cluster/env`, "utf8").matchAll(/^export (\w+)=(.*)$/gm)) {
+    process.env[m[1]] = m[2].replace(/^["']|["']$/g, "");
+  }
+}
+
+/** Admin-side API clients (setup and inspection only; measurements use the least-privilege SA). */
+export function admin() {
+  const kc = new KubeConfig();
+  kc.loadFromFile(process.env.SANDBOX_TEST_ADMIN_KUBECONFIG);
+  const co = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const ns = process.env.SANDBOX_TEST_NAMESPACE || "sandbox-test";
+  const get = (api, plural, name) =>
+    co.getNamespacedCustomObject({ ...api, namespace: ns, plural, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e)));
+  return {
+    ns,
+    claim: (name) => get(EXT, "sandboxclaims", name),
+    sandbox: (name) => get(CORE, "sandboxes", name),
+    pool: (name) => get(EXT, "sandboxwarmpools", name),
+    pod: (name) => core.readNamespacedPod({ namespace: ns, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+
+    /** A claim made without the package (when the package is not built). */
+    async createClaim(name, pool) {
+      const body = { apiVersion: `${EXT.group}/${EXT.version}`, kind: "SandboxClaim", metadata: { name }, spec: { warmPoolRef: { name: pool } } };
+      await co.createNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxclaims", body });
+    },
+    deleteClaim: (name) =>
+      co.deleteNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxclaims", name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+
+    /** Pod of a claim once it is Ready. */
+    async waitClaimPod(name, timeoutMs = 120_000) {
+      for (const end = Date.now() + timeoutMs; Date.now() < end; await sleep(200)) {
+        const c = await this.claim(name);
+        const ready = c?.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True");
+        if (ready && c.status.sandbox?.name) return c.status.sandbox.name;
+      }
+      throw new Error(`claim ${name} not Ready after ${timeoutMs} ms`);
+    },
+
+    /** A private warm pool with the template of `like`, so others' pools are left alone. */
+    async createPool(name, like, replicas) {
+      const src = await this.pool(like);
+      if (!src) throw new Error(`warm pool ${like} not found`);
+      const body = { apiVersion: `${EXT.group}/${EXT.version}`, kind: "SandboxWarmPool", metadata: { name }, spec: { ...src.spec, replicas } };
+      if (await this.pool(name)) await this.scalePool(name, replicas);
+      else await co.createNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", body });
+    },
+    scalePool: (name, replicas) =>
+      co.patchNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", name, body: [{ op: "replace", path: "/spec/replicas", value: replicas }] }),
+    deletePool: (name) =>
+      co.deleteNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+    async waitPoolReady(name, n, timeoutMs = 180_000) {
+      for (const end = Date.now() + timeoutMs; Date.now() < end; await sleep(250)) {
+        if (((await this.pool(name))?.status?.readyReplicas ?? 0) >= n) return;
+      }
+      throw new Error(`warm pool ${name}: fewer than ${n} ready after ${timeoutMs} ms`);
+    },
+    async apiserverVersion() {
+      return (await kc.makeApiClient(VersionApi).getCode()).gitVersion;
+    },
+  };
+}

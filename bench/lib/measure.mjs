@@ -1,0 +1,100 @@
+// Measuring one operation in the current process: wall time, peak RSS growth
+// (Linux high-water mark, reset just before the operation) and event-loop
+// delay while it runs.
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { percentile } from "./stats.mjs";
+
+/** VmRSS / VmHWM etc. of a process, in KiB (0 if it is gone). */
+export function statusKb(key, pid = "self") {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`^${key}:\\s+(\\d+) kB`, "m"));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Resets this process's RSS high-water mark (Linux ≥ 4.0). */
+export function resetPeakRss() {
+  writeFileSync("/proc/self/clear_refs", "5");
+}
+
+// Event-loop delay histogram resolution; recorded values are the timer
+// interval, so the delay is value − resolution.
+const ELD_RES_MS = 1;
+
+/**
+ * Runs `op` and returns { ms, rssGrowthMiB, eldP99Ms, eldMaxMs, result }.
+ * `extraPeakKb()` (optional) adds the peak growth of a helper process
+ * (kubectl), so the figure covers the whole client.
+ */
+export async function measured(op, extraPeakKb = () => 0) {
+  global.gc?.();
+  resetPeakRss();
+  const base = statusKb("VmRSS");
+  const h = monitorEventLoopDelay({ resolution: ELD_RES_MS });
+  h.enable();
+  const t = performance.now();
+  const result = await op();
+  const ms = performance.now() - t;
+  h.disable();
+  const peak = statusKb("VmHWM");
+  const delay = (v) => Math.max(0, v / 1e6 - ELD_RES_MS);
+  return {
+    ms,
+    rssGrowthMiB: (peak - base + extraPeakKb()) / 1024,
+    eldP99Ms: h.count ? delay(h.percentile(99)) : null,
+    eldMaxMs: h.count ? delay(h.max) : null,
+    result,
+  };
+}
+
+/** Event-loop delay p99 of the idle process over `ms` (context for the figures). */
+export async function idleEld(ms = 300) {
+  const h = monitorEventLoopDelay({ resolution: ELD_RES_MS });
+  h.enable();
+  await new Promise((r) => setTimeout(r, ms));
+  h.disable();
+  return Math.max(0, h.percentile(99) / 1e6 - ELD_RES_MS);
+}
+
+/** Latencies of `n` sequential calls of `fn`, in ms. */
+export async function sequential(n, fn) {
+  const ms = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn();
+    ms.push(performance.now() - t);
+  }
+  return summarize({ ms });
+}
+
+/** `n` calls of `fn` at once: per-call latencies, wall time, calls/s. */
+export async function concurrent(n, fn) {
+  const t0 = performance.now();
+  const ms = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const t = performance.now();
+      await fn();
+      return performance.now() - t;
+    }),
+  );
+  return summarize({ ms, wallMs: performance.now() - t0 });
+}
+
+/** p50/p99 of latencies; calls per second when the wall time is known. */
+export function summarize({ ms, wallMs }) {
+  const r = { ms, p50: percentile(ms, 50), p99: percentile(ms, 99) };
+  return wallMs == null ? r : { ...r, wallMs, perSec: (ms.length * 1000) / wallMs };
+}
+
+/** Binary test content: 1 MiB of pseudo-random bytes, repeated. */
+export function testData(bytes) {
+  const unit = Buffer.alloc(Math.min(bytes, 1 << 20));
+  for (let i = 0; i < unit.length; i++) unit[i] = (Math.imul(i, 2654435761) >>> 13) & 0xff;
+  const out = Buffer.allocUnsafe(bytes);
+  for (let off = 0; off < bytes; off += unit.length) unit.copy(out, off);
+  return out;
+}

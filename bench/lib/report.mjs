@@ -1,0 +1,162 @@
+// Turns raw per-repetition results into figures (median, min–max), ratios to
+// the alternatives measured in the same run, target checks, and the markdown
+// table.
+
+import { MiB, mbps, percentile, round, spread } from "./stats.mjs";
+
+export const ALTS = ["package", "client-node", "kubectl", "floor"];
+const OTHERS = ALTS.slice(1);
+
+// Below these, differences are noise (1 ms event-loop histogram resolution;
+// allocator jitter): ratios use at least this value.
+const NOISE = { MiB: 1, "ms delay": 1 };
+
+const size = (b) => (b >= 1 << 30 ? `${b / (1 << 30)} GiB` : `${b / MiB} MiB`);
+
+/** Metric definitions for the sizes measured in this run. */
+export function metricDefs(cfg) {
+  const defs = [
+    { id: "exec.seq.p50", group: "exec `true`", label: "sequential p50", key: "exec-seq", get: (r) => r.p50, unit: "ms", better: "lower" },
+    { id: "exec.seq.p99", group: "exec `true`", label: "sequential p99", key: "exec-seq", get: (r) => r.p99, unit: "ms", better: "lower" },
+    { id: "exec.conc.rate", group: "exec `true`", label: `${cfg.concN} concurrent: throughput`, key: "exec-conc", get: (r) => r.perSec, unit: "exec/s", better: "higher" },
+    { id: "exec.conc.p99", group: "exec `true`", label: `${cfg.concN} concurrent: p99`, key: "exec-conc", get: (r) => r.p99, unit: "ms", better: "lower" },
+  ];
+  for (const b of cfg.streams) {
+    const key = `stream-${b}`;
+    const group = `stdout ${size(b)}`;
+    defs.push(
+      { id: `${key}.mbps`, group, label: "throughput", key, get: (r) => mbps(r.bytes, r.ms), unit: "MB/s", better: "higher" },
+      { id: `${key}.rss`, group, label: "peak RSS growth", key, get: (r) => r.rssGrowthMiB, unit: "MiB", better: "lower" },
+      { id: `${key}.eld`, group, label: "event-loop delay p99", key, get: (r) => r.eldP99Ms, unit: "ms delay", better: "lower" },
+    );
+  }
+  for (const b of cfg.files) {
+    for (const op of ["write", "read"]) {
+      const key = `${op}-${b}`;
+      const group = `${op}File ${size(b)}`;
+      defs.push(
+        { id: `${key}.mbps`, group, label: "throughput", key, get: (r) => mbps(r.bytes, r.ms), unit: "MB/s", better: "higher" },
+        { id: `${key}.rss`, group, label: "peak RSS growth", key, get: (r) => r.rssGrowthMiB, unit: "MiB", better: "lower" },
+      );
+    }
+  }
+  return defs;
+}
+
+/**
+ * raw[key][alt] = array (one entry per repetition, null when it failed).
+ * Ratios are package ÷ alternative, per repetition (alternatives are
+ * interleaved within a repetition), then median and min–max.
+ */
+export function figures(defs, raw) {
+  return defs.map((d) => {
+    const per = Object.fromEntries(ALTS.map((a) => [a, (raw[d.key]?.[a] ?? []).map((r) => (r && !r.error ? d.get(r) : null))]));
+    const values = Object.fromEntries(ALTS.map((a) => [a, spread(per[a].filter((v) => v != null))]));
+    const floor = NOISE[d.unit] ?? 0;
+    const ratios = {};
+    for (const a of OTHERS) {
+      const rs = per.package.map((v, i) => (v == null || per[a][i] == null ? null : Math.max(v, floor) / Math.max(per[a][i], floor)));
+      ratios[a] = spread(rs.filter((v) => v != null && Number.isFinite(v)));
+    }
+    const { get, ...def } = d;
+    return { ...def, values, ratios, reps: per };
+  });
+}
+
+/** Lifecycle summaries (package only), p50/p99 over the sandboxes. */
+export function lifecycleFigures(lc) {
+  if (!lc || lc.error) return lc ?? null;
+  const pct = (rows, f) => {
+    const xs = rows.map(f).filter((v) => v != null);
+    return xs.length ? { p50: percentile(xs, 50), p99: percentile(xs, 99), n: xs.length } : null;
+  };
+  const part = (rows) => ({
+    total: pct(rows, (r) => r.totalMs),
+    controller: pct(rows, (r) => r.controllerMs),
+    overhead: pct(rows, (r) => r.overheadMs),
+    toObserved: pct(rows, (r) => r.toObservedMs),
+    readyToConnected: pct(rows, (r) => r.readyToConnectedMs),
+    firstExec: pct(rows, (r) => r.firstExecMs),
+    warm: rows.filter((r) => r.warm).length,
+    n: rows.length,
+  });
+  return {
+    sequential: part(lc.sequential),
+    parallel: part(lc.parallel),
+    suspend: pct(lc.resume, (r) => r.suspendMs),
+    resumeToExec: pct(lc.resume, (r) => r.resumeToExecMs),
+    destroy: pct(lc.destroy, (r) => r.destroyMs),
+    destroyGone: pct(lc.destroy, (r) => r.goneMs),
+  };
+}
+
+/** The issue's targets, evaluated on medians. */
+export function targets(figs, life, cfg) {
+  const fig = (id) => figs.find((f) => f.id === id);
+  const r = (id, alt) => fig(id)?.ratios[alt]?.median ?? null;
+  const v = (id) => fig(id)?.values.package?.median ?? null;
+  const bigStream = `stream-${Math.max(...cfg.streams)}`;
+  const bigFile = Math.max(...cfg.files);
+  const streamMbps = v(`${bigStream}.mbps`);
+  const t = (name, value, ok, unit = "×") => ({ name, value: value == null ? null : round(value), unit, met: value == null ? null : ok(value) });
+  return [
+    t("exec p50 ≤ 0.8× client-node", r("exec.seq.p50", "client-node"), (x) => x <= 0.8),
+    t("exec p50 ≤ 1.3× floor", r("exec.seq.p50", "floor"), (x) => x <= 1.3),
+    t(`stdout ${size(Math.max(...cfg.streams))} throughput ≥ 2× client-node`, r(`${bigStream}.mbps`, "client-node"), (x) => x >= 2),
+    t(`stdout ${size(Math.max(...cfg.streams))} throughput ≥ kubectl`, r(`${bigStream}.mbps`, "kubectl"), (x) => x >= 1),
+    t(`RSS growth < 64 MiB streaming ${size(Math.max(...cfg.streams))}`, v(`${bigStream}.rss`), (x) => x < 64, "MiB"),
+    t("event-loop delay p99 < 10 ms while streaming", v(`${bigStream}.eld`), (x) => x < 10, "ms"),
+    t(`writeFile ${size(bigFile)} ≥ 80% of streaming throughput`, streamMbps && v(`write-${bigFile}.mbps`) / streamMbps, (x) => x >= 0.8),
+    t(`readFile ${size(bigFile)} ≥ 80% of streaming throughput`, streamMbps && v(`read-${bigFile}.mbps`) / streamMbps, (x) => x >= 0.8),
+    t("create→first exec overhead over controller Ready ≤ 50 ms (p50, sequential)", life?.sequential?.overhead?.p50 ?? null, (x) => x <= 50, "ms"),
+  ];
+}
+
+const fmt = (s) => (s == null ? "–" : s.n > 1 ? `${round(s.median)} (${round(s.min)}–${round(s.max)})` : `${round(s.median)}`);
+const fmtPct = (p) => (p == null ? "–" : `${round(p.p50)} / ${round(p.p99)}`);
+
+export function markdown(result) {
+  const { meta, figures: figs, lifecycle: life, targets: tg } = result;
+  const L = [];
+  L.push(`# Benchmark: ${meta.versions.package} vs @kubernetes/client-node, kubectl and the floor`, "");
+  L.push(`${meta.date} · ${meta.quick ? "quick run" : "full run"} · ${meta.reps} repetition(s) · ${round(meta.durationS)} s`, "");
+  L.push("| Machine | |", "|---|---|");
+  L.push(`| CPU | ${meta.machine.cpu} × ${meta.machine.nproc} |`, `| Memory | ${meta.machine.memGiB} GiB |`);
+  L.push(`| Load average (start → end) | ${meta.machine.loadStart} → ${meta.machine.loadEnd} |`);
+  for (const [k, val] of Object.entries(meta.versions)) L.push(`| ${k} | ${val} |`);
+  L.push("");
+  L.push("Values: median (min–max) over repetitions. Ratios: this package ÷ the alternative, per repetition (alternatives interleaved),");
+  L.push("then median (min–max); below 1 is better for times, memory and delay, above 1 is better for throughput.");
+  L.push(`Ratios treat RSS growth below ${NOISE.MiB} MiB and event-loop delay below ${NOISE["ms delay"]} ms as that floor (noise).`, "");
+  L.push("| Operation | Metric | package | client-node | kubectl | floor | ÷ client-node | ÷ kubectl | ÷ floor |");
+  L.push("|---|---|---|---|---|---|---|---|---|");
+  for (const f of figs) {
+    const vals = ALTS.map((a) => fmt(f.values[a]));
+    const rats = OTHERS.map((a) => (f.ratios[a] ? `${fmt(f.ratios[a])}×` : "–"));
+    L.push(`| ${f.group} | ${f.label} (${f.unit}) | ${vals.join(" | ")} | ${rats.join(" | ")} |`);
+  }
+  if (life && !life.error) {
+    L.push("", "## Lifecycle (this package, warm pool; p50 / p99 in ms)", "");
+    L.push("| | sequential | parallel |", "|---|---|---|");
+    const row = (label, k) => L.push(`| ${label} | ${fmtPct(life.sequential[k])} | ${fmtPct(life.parallel[k])} |`);
+    row("create + connect → first exec done", "total");
+    row("controller's own Ready (controller-first-observed-at → claim-first-ready-at)", "controller");
+    row("provider overhead (total − controller)", "overhead");
+    row("create call → controller first observed", "toObserved");
+    row("claim Ready → connect resolved", "readyToConnected");
+    row("first exec", "firstExec");
+    L.push(`| warm adoptions | ${life.sequential.warm}/${life.sequential.n} | ${life.parallel.warm}/${life.parallel.n} |`);
+    L.push("", "| | p50 / p99 |", "|---|---|");
+    L.push(`| suspend (returns when the pod is gone) | ${fmtPct(life.suspend)} |`);
+    L.push(`| connect (resume) → first exec done | ${fmtPct(life.resumeToExec)} |`);
+    L.push(`| destroy call | ${fmtPct(life.destroy)} |`);
+    L.push(`| destroy → claim, Sandbox and pod gone | ${fmtPct(life.destroyGone)} |`);
+  } else if (life?.error) {
+    L.push("", `Lifecycle failed: ${life.error}`);
+  }
+  L.push("", "## Targets (figures, not tests)", "", "| Target | Measured | |", "|---|---|---|");
+  for (const t of tg) L.push(`| ${t.name} | ${t.value ?? "–"} ${t.value == null ? "" : t.unit} | ${t.met == null ? "not measured" : t.met ? "met" : "**missed**"} |`);
+  if (meta.errors.length) L.push("", "## Errors", "", ...meta.errors.map((e) => `- ${e}`));
+  if (meta.notes.length) L.push("", "## Notes", "", ...meta.notes.map((n) => `- ${n}`));
+  return L.join("\n") + "\n";
+}

@@ -1,0 +1,44 @@
+// One measurement of one alternative in a fresh Node process, so RSS and
+// event-loop figures belong to that alternative alone.
+//   node --expose-gc bench/worker.mjs '{"alt":"package","op":"stream","params":{...},"target":{...}}'
+// Prints `RESULT <json>` as its last line.
+
+import { concurrent, idleEld, measured, sequential, testData } from "./lib/measure.mjs";
+
+const { alt: name, op, params, target } = JSON.parse(process.argv[2]);
+const alt = await (await import(`./alt/${name}.mjs`)).open(target);
+const helper = () => alt.helperGrowthKb?.() ?? 0;
+for (let i = 0; i < 3; i++) await alt.exec("true"); // warm-up: TLS, auth, JIT
+
+async function main() {
+  switch (op) {
+    case "exec-seq":
+      return sequential(params.n, () => alt.exec("true"));
+    case "exec-conc":
+      return concurrent(params.n, () => alt.exec("true"));
+    case "stream": {
+      const idleEldP99Ms = await idleEld();
+      let bytes = 0;
+      const m = await measured(() => alt.stream(params.bytes, (c) => (bytes += c.length)), helper);
+      return { ...m, bytes, idleEldP99Ms, result: undefined };
+    }
+    case "write": {
+      const data = testData(params.bytes);
+      const input = (await alt.prepareWrite?.(data)) ?? data;
+      const m = await measured(() => alt.writeFile(params.path, input), helper);
+      const size = Number((await alt.exec(`wc -c < '${params.path}'`)).trim());
+      return { ...m, bytes: size, result: undefined };
+    }
+    case "read": {
+      const m = await measured(() => alt.readFile(params.path), helper);
+      return { ...m, bytes: m.result.length, result: undefined };
+    }
+    default:
+      throw new Error(`unknown op ${op}`);
+  }
+}
+
+const out = await main();
+await alt.close?.();
+process.stdout.write(`RESULT ${JSON.stringify(out)}\n`);
+process.exit(0);
