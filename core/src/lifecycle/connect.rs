@@ -12,7 +12,7 @@ use super::manifest;
 use super::names::{self, SandboxId};
 use super::ops::{Lifecycle, PodTarget};
 use super::readiness::{self, Binding, Readiness};
-use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject};
+use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject, LAUNCH_TYPE_LABEL};
 use super::watch::{self, Step};
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
@@ -38,7 +38,7 @@ impl Lifecycle {
     /// claim or Sandbox definitively no longer exists (404); every other
     /// problem is an error, so Rivet keeps the id and retries later.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<PodTarget>> {
-        let id = self.parse_id(id)?;
+        let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
         let announce = self.warm() && self.unannounced.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false);
@@ -204,18 +204,20 @@ impl Lifecycle {
             };
             if !announced {
                 announced = true;
-                let warm_start = sb.metadata.labels.as_ref().and_then(|l| l.get("agents.x-k8s.io/launch-type")).map(String::as_str)
-                    == Some("warm")
-                    || name != id.name;
+                // A cold-started claim's Sandbox is named after the claim.
+                let launch = sb.metadata.labels.as_ref().and_then(|l| l.get(LAUNCH_TYPE_LABEL));
+                let warm_start = launch.map_or(name != id.name, |l| l == "warm");
                 ev.emit(if warm_start { EventKind::Adopted } else { EventKind::ColdStart }, Some(name), None, None);
             }
             let verdict = readiness::sandbox_readiness(sb, p.as_deref());
-            if let (false, Some(node), false) =
-                (scheduled, p.as_deref().and_then(readiness::scheduled_node), verdict == Readiness::Ready)
-            {
-                ev.emit(EventKind::Scheduled, Some(name), Some(node), None);
+            let node = p.as_deref().and_then(readiness::scheduled_node);
+            if node.is_some() && !scheduled {
+                scheduled = true;
+                // An already running (adopted) pod was scheduled long ago.
+                if verdict != Readiness::Ready {
+                    ev.emit(EventKind::Scheduled, Some(name), node, None);
+                }
             }
-            scheduled |= p.as_deref().and_then(readiness::scheduled_node).is_some();
             Some(match verdict {
                 Readiness::Ready => Step::Done(Outcome::Ready(p.clone().unwrap_or_default())),
                 Readiness::Waiting(why) => Step::Waiting(why),

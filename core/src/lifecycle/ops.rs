@@ -141,18 +141,13 @@ impl Lifecycle {
     /// of execs makes one patch.
     pub async fn touch(&self, id: &str) -> Result<()> {
         let Some(ttl) = &self.ttl else { return Ok(()) };
-        let id = self.parse_id(id)?;
+        let id = SandboxId::parse(id)?;
         if !ttl.due(&id.to_string(), None) {
             return Ok(());
         }
         ttl.mark(&id.to_string());
         let kind = self.kind();
         self.patch(kind, &id.namespace, &id.name, &manifest::ttl_patch(kind, &ttl.shutdown_time())).await.map(drop)
-    }
-
-    /// Parses an id given back by Rivet.
-    pub(super) fn parse_id(&self, id: &str) -> Result<SandboxId> {
-        SandboxId::parse(id)
     }
 
     /// Makes the claim or Sandbox for `actor_id` and returns its id. The name

@@ -29,11 +29,6 @@ impl Provider {
         Ok(Provider { lifecycle: Lifecycle::new(&conn, config.clone(), on_event), engine, config })
     }
 
-    /// The namespace new sandboxes are created in.
-    pub fn namespace(&self) -> &str {
-        &self.lifecycle.namespace
-    }
-
     /// Starts provisioning a sandbox for `actor_id`; returns its id.
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         check_actor(actor_id)?;

@@ -11,6 +11,9 @@ use serde::Deserialize;
 pub const SANDBOX_GROUP: &str = "agents.x-k8s.io";
 /// API group of SandboxClaim, SandboxTemplate, SandboxWarmPool.
 pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
+/// Label the controller puts on a claimed Sandbox: `warm` (adopted from the
+/// pool) or `cold`.
+pub const LAUNCH_TYPE_LABEL: &str = "agents.x-k8s.io/launch-type";
 /// The only version we speak.
 pub const VERSION: &str = "v1beta1";
 

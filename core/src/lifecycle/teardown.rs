@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::connect::not_ours;
 use super::events::EventKind;
 use super::manifest;
-use super::names;
+use super::names::{self, SandboxId};
 use super::ops::Lifecycle;
 use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
 use crate::client::{api_error, Action};
@@ -21,7 +21,7 @@ impl Lifecycle {
     /// backstop is moved (so it counts from now). A sandbox that no longer
     /// exists needs no suspending.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
-        let id = self.parse_id(id)?;
+        let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let name = if self.warm() {
@@ -69,7 +69,7 @@ impl Lifecycle {
     /// Sandbox and pod are gone; PVCs and the Service go with them through
     /// foreground garbage collection. Idempotent: a missing object is success.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
-        let id = self.parse_id(id)?;
+        let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let kind = self.kind();
