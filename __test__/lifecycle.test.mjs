@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "agent-sandbox-provider";
 import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
@@ -112,8 +113,10 @@ describe("lifecycle on the local cluster", { skip }, () => {
       ];
       const all = kubectl("get", "sandboxclaims", "-l", `agent-sandbox-provider/actor-hash=${hash}`, "-o", "name");
       assert.equal(all.trim().split("\n").length, 1, all);
-      // Another provider object (another process) finds the same sandbox.
-      const other = provider({ warmPool: POOL }).p;
+      // Another provider object (another process) finds the same sandbox;
+      // without a namespace option it uses the kubeconfig context's.
+      const other = provider({ warmPool: POOL, namespace: undefined }).p;
+      assert.equal(await other.create(ctx), id);
       assert.ok(await other.connect(ctx, id));
     });
   });
@@ -229,6 +232,17 @@ describe("lifecycle on the local cluster", { skip }, () => {
       }
       assert.ok(await p.connect(ctx, id), "connect works again once the API server is back");
     });
+  });
+
+  test("kubeConfig as a path, a YAML string, or server + token + CA reaches the cluster", async () => {
+    const yaml = readFileSync(process.env.KUBECONFIG, "utf8");
+    const field = (name) => new RegExp(`${name}:\\s*(\\S+)`).exec(yaml)[1];
+    const server = { server: field("server"), token: field("token"), caData: field("certificate-authority-data") };
+    const missing = `${namespace}/sbx-00000000000000000000`;
+    for (const kubeConfig of [process.env.KUBECONFIG, yaml, server]) {
+      const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig });
+      assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a successful GET answering 404");
+    }
   });
 
   test("events and errors never carry the credentials", async () => {
