@@ -1,4 +1,6 @@
 //! napi binding of `sandbox-core`: converts JS values to core types and core
 //! errors to JS errors with a `code`. No Kubernetes logic lives here.
 #![deny(clippy::all)]
+pub mod errors;
 pub mod provider;
+pub mod sandbox;
