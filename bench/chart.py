@@ -35,41 +35,58 @@ def fmt(x):
     return f"{x:.2g}×" if x < 10 else f"{x:.0f}×"
 
 
+def value_text(f):
+    v = (f["values"].get("package") or {}).get("median")
+    if v is None:
+        return ""
+    unit = f["unit"].replace("ms delay", "ms")
+    v = max(v, 0)
+    return f"  (package: {v:.0f} {unit})" if v >= 100 else f"  (package: {v:.3g} {unit})"
+
+
 def ratio_panel(ax, figs):
-    rows = [f for f in figs if any(advantage(f, a) for a in ALTS)]
+    # One bold header row per operation, then one row per metric.
+    rows = []
+    for f in (f for f in figs if any(advantage(f, a) for a in ALTS)):
+        if not rows or rows[-1][1]["group"] != f["group"]:
+            rows.append(("header", f))
+        rows.append(("metric", f))
     h = 0.8 / len(ALTS)
-    ys, labels = [], []
-    group = None
-    for i, f in enumerate(rows):
+    for i, (kind, f) in enumerate(rows):
         y = len(rows) - 1 - i
-        ys.append(y)
-        labels.append(f"{f['group']} · {f['label']}" if f["group"] != group else f"{f['label']}")
-        if f["group"] != group and i:
-            ax.axhline(y + 0.5, color="#dddddd", lw=0.8)
-        group = f["group"]
+        if kind == "header":
+            if i:
+                ax.axhline(y + 0.5, color="#cccccc", lw=0.8)
+            continue
         for j, alt in enumerate(ALTS):
             a = advantage(f, alt)
             if not a:
                 continue
             med, lo, hi = a
             yy = y + 0.4 - h * (j + 0.5)
-            ax.barh(yy, med - 1 if med >= 1 else 1 - med, left=min(1, med), height=h * 0.9, color=COLORS[alt])
+            ax.barh(yy, abs(med - 1), left=min(1, med), height=h * 0.9, color=COLORS[alt])
             if hi > lo:
                 ax.errorbar(med, yy, xerr=[[med - lo], [hi - med]], fmt="none", ecolor="black", lw=0.7, capsize=1.5)
-            ax.text(max(med, hi) * 1.04 if med >= 1 else min(med, lo) / 1.04, yy, fmt(med), va="center",
-                    ha="left" if med >= 1 else "right", fontsize=7)
-    ax.set_yticks(ys)
-    ax.set_yticklabels([("    " + l if "·" not in l else l.replace(" · ", "\n    ")) for l in labels], fontsize=8)
+            right = med >= 1
+            ax.text(max(med, hi) * 1.05 if right else min(med, lo) / 1.05, yy, fmt(med), va="center",
+                    ha="left" if right else "right", fontsize=7)
+    ax.set_yticks(range(len(rows)))
+    labels = [f["group"] if kind == "header" else f"{f['label']}{value_text(f)}" for kind, f in reversed(rows)]
+    ax.set_yticklabels(labels, fontsize=8)
+    for tick, (kind, _) in zip(ax.get_yticklabels(), reversed(rows)):
+        if kind == "header":
+            tick.set_fontweight("bold")
+            tick.set_fontsize(9)
     ax.set_xscale("log")
     ax.axvline(1, color="black", lw=1)
-    lo = min([advantage(f, a)[1] for f in rows for a in ALTS if advantage(f, a)] + [0.5])
-    hi = max([advantage(f, a)[2] for f in rows for a in ALTS if advantage(f, a)] + [2])
-    ax.set_xlim(lo / 2, hi * 2.5)
+    bounds = [b for f in figs for a in ALTS if (adv := advantage(f, a)) for b in adv[1:]]
+    ax.set_xlim(min(bounds + [0.5]) / 2.5, max(bounds + [2]) * 2.5)
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel("× better than the alternative  (right of 1: this package is better;  left: worse)\n"
-                  "time, memory, event-loop delay: alternative ÷ package;  throughput: package ÷ alternative")
+                  "time, memory, event-loop delay: alternative ÷ package;  throughput: package ÷ alternative\n"
+                  "bar = median over repetitions of the per-repetition ratio, whiskers = min–max", fontsize=9)
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=COLORS[a]) for a in ALTS],
-              labels=["@kubernetes/client-node", "kubectl exec", "floor (bare kube-rs exec)"], loc="lower right", fontsize=8)
+              labels=["@kubernetes/client-node", "kubectl exec", "floor (bare kube-rs exec)"], loc="upper right", fontsize=8)
     ax.grid(axis="x", which="both", color="#eeeeee", lw=0.6)
     ax.set_axisbelow(True)
 
@@ -95,20 +112,21 @@ def lifecycle_panel(ax, life):
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r[0] for r in reversed(rows)], fontsize=8)
     ax.set_xlabel("ms (p50)")
-    ax.set_xlim(0, max(r[2] + (r[1] or 0) for r in rows) * 1.45 if rows else 1)
+    ax.set_xlim(0, max(r[2] + (r[1] or 0) for r in rows) * 1.9 if rows else 1)
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#55A868", "#C44E52", "#8172B3")],
               labels=["controller's own Ready time (claim annotations)", "provider's share (create, watch, connect, first exec)", "this package"],
-              loc="lower right", fontsize=8)
+              loc="upper right", fontsize=8)
     ax.set_title("Lifecycle (this package, warm pool)", fontsize=10, loc="left")
 
 
 def main(src, dst):
     data = json.load(open(src))
     figs, life, meta = data["figures"], data.get("lifecycle"), data["meta"]
-    n = len([f for f in figs if any(advantage(f, a) for a in ALTS)])
+    measured = [f for f in figs if any(advantage(f, a) for a in ALTS)]
+    n = len(measured) + len({f["group"] for f in measured})
     has_life = bool(life) and not life.get("error")
-    fig, axes = plt.subplots(2 if has_life else 1, 1, figsize=(11, 0.55 * n + (4.5 if has_life else 1.5)),
-                             gridspec_kw={"height_ratios": [max(n, 1) * 0.55, 3.2]} if has_life else None, squeeze=False)
+    fig, axes = plt.subplots(2 if has_life else 1, 1, figsize=(12, 0.42 * n + (5 if has_life else 2)),
+                             gridspec_kw={"height_ratios": [max(n, 1) * 0.42, 3.4]} if has_life else None, squeeze=False)
     ratio_panel(axes[0][0], figs)
     m = meta["machine"]
     fig.suptitle(f"{meta['versions']['package'].split(' (')[0]} vs the alternatives, same cluster, same run\n"

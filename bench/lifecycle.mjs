@@ -4,7 +4,7 @@
 // read from the claim annotations (RFC 3339 with nanoseconds) so the
 // provider's share is visible. Same-host clocks: our timestamps and the
 // controller's are comparable.
-//   node bench/lifecycle.mjs '{"n":20,"resumes":3,"pool":"bench-pool","like":"pool-ephemeral","runId":"x"}'
+//   node bench/lifecycle.mjs '{"n":20,"resumes":3,"pool":"bench-pool","like":"pool-workspace","runId":"x"}'
 
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -25,13 +25,13 @@ function parseTime(s) {
   return m ? Date.parse(`${m[1]}Z`) + Number(`0.${m[2] ?? 0}`) * 1e3 : null;
 }
 
-const left = new Set(); // claims to delete if the run fails half-way
+const undestroyed = new Set(); // claims to delete if the run fails half-way
 
 async function createToExec(actorId) {
   const t0 = now();
   const id = await p.create(ctx(actorId));
   const t1 = now();
-  left.add(id.split("/")[1]);
+  undestroyed.add(id.split("/")[1]);
   const sb = await p.connect(ctx(actorId), id);
   const t2 = now();
   await sb.exec("true", { cwd: "/" });
@@ -72,9 +72,11 @@ async function destroy(r) {
   await p.destroy(ctx(r.actorId), r.id);
   const destroyMs = now() - t;
   const claim = r.id.split("/")[1];
-  left.delete(claim);
+  undestroyed.delete(claim);
   const sandbox = (await k.claim(claim))?.status?.sandbox?.name;
-  while ((await k.claim(claim)) || (sandbox && ((await k.sandbox(sandbox)) || (await k.pod(sandbox))))) await sleep(20);
+  const anyLeft = async () =>
+    (await k.claim(claim)) || (sandbox && ((await k.sandbox(sandbox)) || (await k.pod(sandbox)) || (await k.pvcsOf(sandbox)).length));
+  while (await anyLeft()) await sleep(20);
   return { destroyMs, goneMs: now() - t };
 }
 
@@ -89,7 +91,7 @@ try {
   for (const r of out.sequential) out.destroy.push(await destroy(r));
   out.destroy.push(...(await Promise.all(out.parallel.map(destroy))));
 } finally {
-  await Promise.all([...left].map((name) => k.deleteClaim(name)));
+  await Promise.all([...undestroyed].map((name) => k.deleteClaim(name)));
   await k.deletePool(pool);
 }
 process.stdout.write(`RESULT ${JSON.stringify(out)}\n`);

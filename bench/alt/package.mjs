@@ -4,11 +4,11 @@
 
 import { agentSandboxProvider } from "../../index.js";
 
-/** Provider options used by every package measurement. */
+/** Provider options of a measurement: defaults, plus the target's own. */
 export function providerOptions(t) {
   // 64 concurrent execs are measured: lift the default cap of 32 so the
   // figure is the path's, not the cap's.
-  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64 };
+  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64, ...t.options };
 }
 
 export async function open(t) {

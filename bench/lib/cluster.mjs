@@ -33,6 +33,9 @@ export function admin() {
     claim: (name) => get(EXT, "sandboxclaims", name),
     sandbox: (name) => get(CORE, "sandboxes", name),
     pool: (name) => get(EXT, "sandboxwarmpools", name),
+    /** PVCs made for a Sandbox from its template's volumeClaimTemplates (`<vct>-<sandbox>`). */
+    pvcsOf: async (sandbox) =>
+      (await core.listNamespacedPersistentVolumeClaim({ namespace: ns })).items.filter((p) => p.metadata.name.endsWith(`-${sandbox}`)),
     pod: (name) => core.readNamespacedPod({ namespace: ns, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
 
     /** A claim made without the package (when the package is not built). */
@@ -70,6 +73,16 @@ export function admin() {
         if (((await this.pool(name))?.status?.readyReplicas ?? 0) >= n) return;
       }
       throw new Error(`warm pool ${name}: fewer than ${n} ready after ${timeoutMs} ms`);
+    },
+    /** Waits out API-server restarts (other users of the cluster run outage tests). */
+    async waitApiserver(timeoutMs = 180_000) {
+      for (const end = Date.now() + timeoutMs; ; await sleep(500)) {
+        try {
+          return await this.apiserverVersion();
+        } catch (e) {
+          if (Date.now() > end) throw new Error(`API server unreachable for ${timeoutMs} ms: ${e.message}`);
+        }
+      }
     },
     async apiserverVersion() {
       return (await kc.makeApiClient(VersionApi).getCode()).gitVersion;

@@ -78,6 +78,7 @@ export function lifecycleFigures(lc) {
     readyToConnected: pct(rows, (r) => r.readyToConnectedMs),
     firstExec: pct(rows, (r) => r.firstExecMs),
     warm: rows.filter((r) => r.warm).length,
+    timed: rows.filter((r) => r.controllerMs != null).length,
     n: rows.length,
   });
   return {
@@ -146,6 +147,7 @@ export function markdown(result) {
     row("claim Ready → connect resolved", "readyToConnected");
     row("first exec", "firstExec");
     L.push(`| warm adoptions | ${life.sequential.warm}/${life.sequential.n} | ${life.parallel.warm}/${life.parallel.n} |`);
+    L.push(`| claims with a claim-first-ready-at timestamp (others: "unknown") | ${life.sequential.timed}/${life.sequential.n} | ${life.parallel.timed}/${life.parallel.n} |`);
     L.push("", "| | p50 / p99 |", "|---|---|");
     L.push(`| suspend (returns when the pod is gone) | ${fmtPct(life.suspend)} |`);
     L.push(`| connect (resume) → first exec done | ${fmtPct(life.resumeToExec)} |`);

@@ -11,6 +11,8 @@
 //!   read PATH           `cat -- PATH`                   {"ms":..,"bytes":..}
 //! Single-operation lines also carry rssBaseKb / rssPeakKb (VmRSS before,
 //! VmHWM after, with the high-water mark reset just before the operation).
+//! The client sets TCP_NODELAY (see `client`); FLOOR_KUBE_DEFAULT=1 uses
+//! kube's default client instead.
 
 use std::error::Error;
 use std::time::Instant;
@@ -118,12 +120,10 @@ impl Exec {
         let ap = AttachParams::default()
             .container(self.container.clone())
             .stdin(stdin.is_some())
-            .max_stdin_buf_size(std::env::var("FLOOR_STDIN_BUF").ok().and_then(|v| v.parse().ok()).unwrap_or(BUF))
+            .max_stdin_buf_size(BUF)
             .max_stdout_buf_size(BUF)
             .max_stderr_buf_size(BUF);
-        let t0 = Instant::now();
         let mut p = self.pods.exec(&self.pod, argv.to_vec(), &ap).await?;
-        let t_open = elapsed(t0);
         let status = p.take_status().ok_or("no status")?;
         let (mut out, mut err, input) = (p.stdout().ok_or("no stdout")?, p.stderr().ok_or("no stderr")?, p.stdin());
         let feed = async move {
@@ -136,11 +136,8 @@ impl Exec {
             Ok::<_, std::io::Error>(())
         };
         let (n, _, ()) = tokio::try_join!(count(&mut out), count(&mut err), feed)?;
-        let t_io = elapsed(t0);
         let st = status.await.ok_or("connection ended without a status")?;
-        let t_st = elapsed(t0);
         p.join().await.map_err(|e| e.to_string())?;
-        if std::env::var_os("FLOOR_DEBUG").is_some() { eprintln!("open {t_open:.1} io {t_io:.1} status {t_st:.1} join {:.1}", elapsed(t0)); }
         if st.status.as_deref() != Some("Success") {
             return Err(format!("{argv:?} failed: {:?}", st.message).into());
         }
