@@ -6,30 +6,25 @@
 //! command on napi's Tokio runtime and returns a `NativeExec` handle with
 //! `abort()` and `wait()` (napi's `AbortSignal` is `!Send` and cannot reach an
 //! async fn). Output reaches JS through one weak thread-safe callback
-//! `(stream, chunk)`, awaited per call so a slow JS consumer slows the
-//! command down instead of queueing memory; chunks that pile up while JS is
-//! busy are merged into one call.
+//! `(stream, chunk)` with backpressure (see `delivery`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, FnArgs};
-use napi::threadsafe_function::ThreadsafeFunction;
-use napi::Status;
+use napi::bindgen_prelude::{spawn, Buffer};
 use napi_derive::napi;
-use sandbox_core::exec::{ExecRequest, ExecResult, OutputChunk, DEFAULT_MAX_OUTPUT_BYTES};
+use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::delivery::{deliver, ChunkCallback};
 use crate::errors::{invalid, to_napi};
 
 /// Chunks queued between the engine and the JS callback.
 const DELIVERY_DEPTH: usize = 16;
-/// Largest merged chunk handed to JS in one call.
-const COALESCE_BYTES: usize = 1024 * 1024;
 
 /// A connected sandbox.
 #[napi]
@@ -142,7 +137,7 @@ impl NativeSandbox {
         &self,
         command: String,
         options: NativeExecOptions,
-        on_chunk: Option<ThreadsafeFunction<FnArgs<(u32, Buffer)>, (), FnArgs<(u32, Buffer)>, Status, false, true>>,
+        #[napi(ts_arg_type = "((stream: number, chunk: Buffer) => void) | null | undefined")] on_chunk: Option<ChunkCallback>,
     ) -> napi::Result<NativeExec> {
         let mut request = ExecRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
@@ -245,44 +240,5 @@ fn byte_count(name: &str, value: Option<f64>, default: u64) -> napi::Result<u64>
         None => Ok(default),
         Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),
         Some(v) => Err(invalid(format!("{name} must be a non-negative number, got {v}"))),
-    }
-}
-
-/// Hands chunks to JS one awaited call at a time, merging same-stream chunks
-/// that queued up meanwhile. Returns when the engine closes the channel, or
-/// early if the JS side is gone (dropping `rx` then lets the engine go on).
-async fn deliver(
-    mut rx: mpsc::Receiver<OutputChunk>,
-    callback: ThreadsafeFunction<FnArgs<(u32, Buffer)>, (), FnArgs<(u32, Buffer)>, Status, false, true>,
-) {
-    let mut next = None;
-    loop {
-        let first = match next.take() {
-            Some(chunk) => chunk,
-            None => match rx.recv().await {
-                Some(chunk) => chunk,
-                None => return,
-            },
-        };
-        let stream = first.stream;
-        let mut merged: Option<Vec<u8>> = None;
-        while merged.as_ref().map_or(first.data.len(), Vec::len) < COALESCE_BYTES {
-            match rx.try_recv() {
-                Ok(chunk) if chunk.stream == stream => {
-                    merged.get_or_insert_with(|| first.data.to_vec()).extend_from_slice(&chunk.data);
-                }
-                Ok(other) => {
-                    next = Some(other);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        // A lone chunk usually owns its allocation: `Vec::from` then takes it
-        // without copying.
-        let data = merged.unwrap_or_else(|| Vec::from(first.data));
-        if callback.call_async_catch(FnArgs::from((stream as u32, Buffer::from(data)))).await.is_err() {
-            return;
-        }
     }
 }
