@@ -194,3 +194,26 @@ async fn failure_without_exit_code_is_an_error_with_the_status_message() {
     assert_eq!(e.code, ErrorCode::Internal);
     assert!(e.message.contains("OCI runtime exec failed: boom"), "{}", e.message);
 }
+
+#[tokio::test]
+async fn a_slow_consumer_loses_nothing_when_the_session_ends_first() {
+    // The command ends (status sent) while the consumer still lags behind:
+    // every chunk parked on the way must still arrive, in order.
+    let engine = engine(Mode::V4Local).await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let mut req = request("seq 1 1000000");
+    req.output = Some(tx);
+    req.max_output_bytes = 0;
+    let consumer = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(chunk) = rx.recv().await {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            all.extend_from_slice(&chunk.data);
+        }
+        all
+    });
+    let r = engine.exec(&target(), req).await.unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    let expected: String = (1..=1_000_000).map(|i| format!("{i}\n")).collect();
+    assert!(consumer.await.unwrap() == expected.as_bytes(), "output lost or reordered");
+}

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{AttachParams, AttachedProcess};
 use kube::{Api, Client};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::output::{OutputChunk, Stream};
 use super::status::{decode, Completion};
@@ -110,14 +110,29 @@ impl Runtime for PodExecRuntime {
 }
 
 /// Pumps one attached process to its end (exec notes §2.5).
+///
+/// The pumps run alongside `join()` rather than being raced against it: a
+/// pump may be parked in a send to a slow consumer while kube finishes, and
+/// cancelling it there would drop that chunk. When the session ends the
+/// pumps switch to taking only what is already buffered (after a dropped
+/// connection kube never closes the pipes, so waiting for EOF would hang).
 async fn drive(mut process: AttachedProcess, stdin: Option<Bytes>, output: &mpsc::Sender<OutputChunk>) -> Result<Completion> {
     let status = process.take_status().expect("status is taken once, first");
     let mut stdout = process.stdout().expect("stdout is attached");
     let mut stderr = process.stderr().expect("stderr is attached");
     let mut writer = process.stdin().expect("stdin is attached");
-    let join = process.join();
-    tokio::pin!(join);
-
+    let (ended_tx, ended) = watch::channel(false);
+    let join = async move {
+        let joined = process.join().await;
+        ended_tx.send_replace(true);
+        joined
+    };
+    let pumps = async {
+        tokio::try_join!(
+            pump(&mut stdout, Stream::Stdout, output, ended.clone()),
+            pump(&mut stderr, Stream::Stderr, output, ended.clone())
+        )
+    };
     let feed = async move {
         if let Some(data) = stdin {
             // A write error means the session ended; the status tells how.
@@ -127,64 +142,56 @@ async fn drive(mut process: AttachedProcess, stdin: Option<Bytes>, output: &mpsc
         let _keep = writer;
         std::future::pending::<()>().await
     };
-    let ended_first = {
-        let pumps = async {
-            tokio::try_join!(pump(&mut stdout, Stream::Stdout, output), pump(&mut stderr, Stream::Stderr, output))
-        };
+    tokio::pin!(join, pumps, feed);
+    let (mut pumped, mut joined) = (false, None);
+    while !pumped || joined.is_none() {
         tokio::select! {
-            pumped = pumps => { pumped?; None }
-            joined = &mut join => Some(joined),
-            () = feed => unreachable!("stdin feeding never completes"),
+            // On a consumer failure return at once: waiting for `join()`
+            // with undrained pipes could deadlock (notes §2.3).
+            result = &mut pumps, if !pumped => { result?; pumped = true; }
+            result = &mut join, if joined.is_none() => joined = Some(result),
+            () = &mut feed => unreachable!("stdin feeding never completes"),
         }
-    };
-    let joined = match ended_first {
-        // The session ended before the readers reached EOF: after an error
-        // they never will, so take only what is already buffered.
-        Some(joined) => {
-            drain(&mut stdout, Stream::Stdout, output).await?;
-            drain(&mut stderr, Stream::Stderr, output).await?;
-            joined
-        }
-        None => join.await,
-    };
+    }
     match status.await {
         Some(status) => Ok(decode(&status)),
         None => Err(Error::new(
             ErrorCode::ConnectionLost,
             match joined {
-                Err(e) => format!("the exec connection failed before an exit status arrived: {e}"),
-                Ok(()) => "the exec connection closed without an exit status".to_owned(),
+                Some(Err(e)) => format!("the exec connection failed before an exit status arrived: {e}"),
+                _ => "the exec connection closed without an exit status".to_owned(),
             },
         )),
     }
 }
 
-/// Reads a stream to EOF, forwarding chunks.
-async fn pump<R: AsyncRead + Unpin>(reader: &mut R, stream: Stream, output: &mpsc::Sender<OutputChunk>) -> Result<()> {
+/// Reads a stream to EOF, forwarding chunks; once `ended` is set, forwards
+/// only what is buffered and stops.
+async fn pump<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    stream: Stream,
+    output: &mpsc::Sender<OutputChunk>,
+    mut ended: watch::Receiver<bool>,
+) -> Result<()> {
     loop {
         let mut buf = BytesMut::with_capacity(READ_BYTES);
-        let n = reader.read_buf(&mut buf).await.map_err(|e| Error::internal(format!("reading exec output: {e}")))?;
+        let read = if *ended.borrow() {
+            reader.read_buf(&mut buf).now_or_never().unwrap_or(Ok(0))
+        } else {
+            // Reads are cancel-safe: a read interrupted here consumed nothing.
+            tokio::select! {
+                read = reader.read_buf(&mut buf) => read,
+                _ = ended.changed() => continue,
+            }
+        };
+        let n = read.map_err(|e| Error::internal(format!("reading exec output: {e}")))?;
         if n == 0 {
             return Ok(());
         }
-        forward(output, stream, buf.freeze()).await?;
+        // Never cancelled: this chunk is delivered before anything else happens.
+        output
+            .send(OutputChunk { stream, data: buf.freeze() })
+            .await
+            .map_err(|_| Error::internal("exec output consumer went away"))?;
     }
-}
-
-/// Forwards what a reader holds right now, without waiting for more.
-async fn drain<R: AsyncRead + Unpin>(reader: &mut R, stream: Stream, output: &mpsc::Sender<OutputChunk>) -> Result<()> {
-    loop {
-        let mut buf = BytesMut::with_capacity(READ_BYTES);
-        match reader.read_buf(&mut buf).now_or_never() {
-            Some(Ok(n)) if n > 0 => forward(output, stream, buf.freeze()).await?,
-            _ => return Ok(()),
-        }
-    }
-}
-
-async fn forward(output: &mpsc::Sender<OutputChunk>, stream: Stream, data: Bytes) -> Result<()> {
-    output
-        .send(OutputChunk { stream, data })
-        .await
-        .map_err(|_| Error::internal("exec output consumer went away"))
 }

@@ -36,23 +36,29 @@ pub const SHELL: &str = "/bin/sh";
 /// own stderr is /dev/null so its job reports do not reach the user.) Env pairs are applied by `env` after `setsid` has been found on the
 /// pod's own `PATH`, so a user `PATH` cannot break the wrapper. The wrapper
 /// itself stays outside the group: it survives the kill, reaps the group
-/// leader, removes the record and exits with the command's status. Its
+/// leader, removes the record and exits with the command's status.
+///
+/// Process starts cost about a millisecond each in a pod, so the common path
+/// avoids them: `mkdir` only when the run directory is missing, `env` only
+/// when there are env pairs, and the record is removed by a detached `rm`
+/// (its stdio redirected so the exec does not wait for it). Its
 /// `wait` has stderr silenced: dash reports a job killed by a signal
 /// ("Terminated") there, which would land in the user's stderr.
 pub const WRAPPER: &str = r#"r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$1;c=$3;n=$4
-mkdir -p "$r" 2>/dev/null||{ echo r;exit 0;}
+[ -d "$r" ]||mkdir -p "$r" 2>/dev/null||{ echo r;exit 0;}
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo c;exit 0;};fi
 command -v setsid >/dev/null 2>&1&&g=setsid||g=
 shift 4
+[ $# -gt 0 ]&&e='env --'||e=
 echo 0
 if [ -n "$n" ];then exec 3<&0;head -c "$n" <&3 3<&-|$g /bin/sh -c 'env -- "$@" /bin/sh -c "$0" 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s"' "$c" "$@" 3<&- 4>&2 2>/dev/null &
-else $g env -- "$@" /bin/sh -c "$c" &
+else $g $e "$@" /bin/sh -c "$c" &
 fi
 p=$!
 echo "$p" >"$f"
 [ -e "$f.k" ]&&{ kill -KILL -"$p"||kill -KILL "$p";} 2>/dev/null
 wait "$p" 2>/dev/null;s=$?
-rm -f "$f" "$f.k"
+rm -f "$f" "$f.k" </dev/null >/dev/null 2>&1 &
 exit "$s""#;
 
 /// Kills recorded process groups: TERM, up to `$2` tenths of a second of
