@@ -98,7 +98,8 @@ def lifecycle_panel(ax, life):
         total, ctrl = part.get("total"), part.get("controller")
         if total and ctrl:
             rows.append((f"create+connect → first exec\n({name}, n={part['n']})", ctrl["p50"], total["p50"] - ctrl["p50"], total["p99"]))
-    for key, label in (("resumeToExec", "connect (resume) → first exec"), ("suspend", "suspend"), ("destroyGone", "destroy → nothing left")):
+    for key, label in (("resumeToExec", "suspend, then connect (resume) → first exec"), ("suspend", "suspend"),
+                       ("destroyGone", "destroy → nothing left (one at a time)"), ("destroyParallelGone", "destroy → nothing left (all at once)")):
         if life.get(key):
             rows.append((f"{label}\n(n={life[key]['n']})", None, life[key]["p50"], life[key]["p99"]))
     for i, (label, ctrl, rest, p99) in enumerate(rows):

@@ -76,11 +76,11 @@ async function destroy(r) {
   const sandbox = (await k.claim(claim))?.status?.sandbox?.name;
   const anyLeft = async () =>
     (await k.claim(claim)) || (sandbox && ((await k.sandbox(sandbox)) || (await k.pod(sandbox)) || (await k.pvcsOf(sandbox)).length));
-  while (await anyLeft()) await sleep(20);
+  while (await anyLeft()) await sleep(50);
   return { destroyMs, goneMs: now() - t };
 }
 
-const out = { sequential: [], parallel: [], resume: [], destroy: [] };
+const out = { sequential: [], parallel: [], resume: [], destroySequential: [], destroyParallel: [] };
 try {
   await k.createPool(pool, like, n);
   await k.waitPoolReady(pool, n);
@@ -88,8 +88,8 @@ try {
   await k.waitPoolReady(pool, n);
   out.parallel = await Promise.all(Array.from({ length: n }, (_, i) => createToExec(`bench-${runId}-p${i}`)));
   for (const r of out.sequential.slice(0, resumes)) out.resume.push(await suspendResume(r));
-  for (const r of out.sequential) out.destroy.push(await destroy(r));
-  out.destroy.push(...(await Promise.all(out.parallel.map(destroy))));
+  for (const r of out.sequential) out.destroySequential.push(await destroy(r));
+  out.destroyParallel = await Promise.all(out.parallel.map(destroy));
 } finally {
   await Promise.all([...undestroyed].map((name) => k.deleteClaim(name)));
   await k.deletePool(pool);

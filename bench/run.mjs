@@ -61,7 +61,8 @@ function buildPackage() {
     sh("cargo", ["build", "--release", "--quiet", "--target", triple, "-p", "agent-sandbox-provider"], { stdio: "inherit" });
     mkdirSync(`${BENCH}.addon`, { recursive: true });
     const addon = `${BENCH}.addon/agent-sandbox-provider.node`;
-    copyFileSync(`${ROOT}target/${triple}/release/libagent_sandbox_provider.so`, addon);
+    const targetDir = process.env.CARGO_TARGET_DIR || `${ROOT}target`;
+    copyFileSync(`${targetDir}/${triple}/release/libagent_sandbox_provider.so`, addon);
     process.env.NAPI_RS_NATIVE_LIBRARY_PATH = addon;
     return true;
   } catch (e) {

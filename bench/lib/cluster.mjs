@@ -14,7 +14,8 @@ const CORE = { group: "agents.x-k8s.io", version: "v1beta1" };
 /** `cluster.sh up` (idempotent), then the exports of .cluster/env into process.env. */
 export function ensureCluster() {
   execFileSync("bash", [`${ROOT}dev/cluster/cluster.sh`, "up"], { stdio: ["ignore", "ignore", "inherit"] });
-  for (const m of readFileSync(`${ROOT}.cluster/env`, "utf8").matchAll(/^export (\w+)=(.*)$/gm)) {
+  const state = process.env.SANDBOX_CLUSTER_STATE || `${ROOT}.cluster`; // as cluster.sh
+  for (const m of readFileSync(`${state}/env`, "utf8").matchAll(/^export (\w+)=(.*)$/gm)) {
     process.env[m[1]] = m[2].replace(/^["']|["']$/g, "");
   }
 }

@@ -86,8 +86,9 @@ export function lifecycleFigures(lc) {
     parallel: part(lc.parallel),
     suspend: pct(lc.resume, (r) => r.suspendMs),
     resumeToExec: pct(lc.resume, (r) => r.resumeToExecMs),
-    destroy: pct(lc.destroy, (r) => r.destroyMs),
-    destroyGone: pct(lc.destroy, (r) => r.goneMs),
+    destroy: pct(lc.destroySequential, (r) => r.destroyMs),
+    destroyGone: pct(lc.destroySequential, (r) => r.goneMs),
+    destroyParallelGone: pct(lc.destroyParallel, (r) => r.goneMs),
   };
 }
 
@@ -151,8 +152,9 @@ export function markdown(result) {
     L.push("", "| | p50 / p99 |", "|---|---|");
     L.push(`| suspend (returns when the pod is gone) | ${fmtPct(life.suspend)} |`);
     L.push(`| connect (resume) → first exec done | ${fmtPct(life.resumeToExec)} |`);
-    L.push(`| destroy call | ${fmtPct(life.destroy)} |`);
-    L.push(`| destroy → claim, Sandbox and pod gone | ${fmtPct(life.destroyGone)} |`);
+    L.push(`| destroy call (one at a time) | ${fmtPct(life.destroy)} |`);
+    L.push(`| destroy → claim, Sandbox, pod and PVCs gone (one at a time) | ${fmtPct(life.destroyGone)} |`);
+    L.push(`| destroy → all gone, ${life.parallel.n} at once | ${fmtPct(life.destroyParallelGone)} |`);
   } else if (life?.error) {
     L.push("", `Lifecycle failed: ${life.error}`);
   }
