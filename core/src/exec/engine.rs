@@ -2,11 +2,8 @@
 //! process-group kill on top of a [`Runtime`], plus the orphan sweep and the
 //! per-engine concurrency cap.
 
-use std::collections::hash_map::RandomState;
-use std::collections::BTreeSet;
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,6 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{HeadBuffer, HeaderLine, OutputChunk, Stream};
+use super::runs::Runs;
 use super::runtime::{PodExecRuntime, Runtime};
 use super::script::{self, CommandSpec, WrapperHeader};
 use super::status::Completion;
@@ -99,16 +97,12 @@ pub struct ExecEngine {
 struct Inner {
     runtime: Box<dyn Runtime>,
     permits: Arc<Semaphore>,
-    /// Random per engine, so run ids of different processes never collide.
-    instance: String,
-    /// Next run counter and the runs not finished yet (allocated together so
-    /// a sweep sees a consistent picture).
-    runs: Mutex<(u64, BTreeSet<u64>)>,
+    runs: Arc<Runs>,
 }
 
 impl std::fmt::Debug for ExecEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExecEngine").field("instance", &self.inner.instance).finish_non_exhaustive()
+        f.debug_struct("ExecEngine").field("instance", &self.inner.runs.instance()).finish_non_exhaustive()
     }
 }
 
@@ -127,8 +121,7 @@ impl ExecEngine {
             inner: Arc::new(Inner {
                 runtime,
                 permits: Arc::new(Semaphore::new(max_concurrent_execs.max(1))),
-                instance: instance_id(),
-                runs: Mutex::new((0, BTreeSet::new())),
+                runs: Runs::new(),
             }),
         }
     }
@@ -143,7 +136,7 @@ impl ExecEngine {
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
         let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
         let stdin = stdin.filter(|s| !s.is_empty());
-        let run = RunGuard::new(&self.inner);
+        let run = self.inner.runs.start();
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
         let argv = script::wrapper_argv(&run.id, &spec)?;
         if cancel.is_cancelled() {
@@ -192,11 +185,8 @@ impl ExecEngine {
     /// process, or by a connection whose kill failed. Called on connect so a
     /// resumed session never shares the workspace with an orphan.
     pub async fn sweep_orphans(&self, target: &ExecTarget) -> Result<()> {
-        let argv = {
-            let runs = self.inner.runs.lock().expect("run registry poisoned");
-            let live: Vec<String> = runs.1.iter().map(|n| run_id(&self.inner.instance, *n)).collect();
-            script::sweep_argv(&self.inner.instance, runs.0, &live)
-        };
+        let (next, live) = self.inner.runs.snapshot();
+        let argv = script::sweep_argv(self.inner.runs.instance(), next, &live);
         let (ended, stderr) = self.run_script(target, argv, None, |_| Ok(())).await?;
         script_status(ended, "the orphan sweep", stderr).map(drop)
     }
@@ -384,62 +374,9 @@ impl Collector {
     }
 }
 
-/// Registers a run as live for its whole life (see [`ExecEngine::sweep_orphans`]).
-struct RunGuard {
-    inner: Arc<Inner>,
-    counter: u64,
-    id: String,
-}
-
-impl RunGuard {
-    fn new(inner: &Arc<Inner>) -> Self {
-        let mut runs = inner.runs.lock().expect("run registry poisoned");
-        let counter = runs.0;
-        runs.0 += 1;
-        runs.1.insert(counter);
-        RunGuard { inner: inner.clone(), counter, id: run_id(&inner.instance, counter) }
-    }
-}
-
-impl Drop for RunGuard {
-    fn drop(&mut self) {
-        self.inner.runs.lock().expect("run registry poisoned").1.remove(&self.counter);
-    }
-}
-
-/// `<instance>.<counter>`: only `[0-9a-f.]`, safe as a file name.
-fn run_id(instance: &str, counter: u64) -> String {
-    format!("{instance}.{counter}")
-}
-
-/// 64 random bits as hex. std's `RandomState` is seeded from the OS's random
-/// source; uniqueness is all we need, so no RNG crate.
-fn instance_id() -> String {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn run_ids_are_unique_and_tracked() {
-        let a = instance_id();
-        assert_eq!(a.len(), 16);
-        assert_ne!(a, instance_id());
-        let engine = ExecEngine::with_runtime(Box::new(Never), 1);
-        let r1 = RunGuard::new(&engine.inner);
-        let r2 = RunGuard::new(&engine.inner);
-        assert_eq!(r1.id, format!("{}.0", engine.inner.instance));
-        assert_eq!(r2.id, format!("{}.1", engine.inner.instance));
-        drop(r1);
-        let runs = engine.inner.runs.lock().unwrap();
-        assert_eq!(runs.0, 2);
-        assert_eq!(runs.1.iter().copied().collect::<Vec<_>>(), vec![1]);
-    }
 
     #[test]
     fn script_status_names_the_script() {
@@ -449,19 +386,5 @@ mod tests {
         assert_eq!(e.message, "the sweep failed (exit 3): boom");
         assert_eq!(script_status(Completion::Exited(0), "x", HeadBuffer::new(1)).unwrap(), 0);
         assert!(script_status(Completion::Failed("no".into()), "x", HeadBuffer::new(1)).is_err());
-    }
-
-    /// A runtime that never runs anything (registry tests only).
-    struct Never;
-    impl Runtime for Never {
-        fn run<'a>(
-            &'a self,
-            _: &'a ExecTarget,
-            _: Vec<String>,
-            _: Option<Bytes>,
-            _: mpsc::Sender<OutputChunk>,
-        ) -> futures::future::BoxFuture<'a, Result<Completion>> {
-            Box::pin(std::future::pending())
-        }
     }
 }

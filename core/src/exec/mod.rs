@@ -18,6 +18,7 @@
 
 mod engine;
 pub mod output;
+mod runs;
 mod runtime;
 pub mod script;
 pub mod status;

@@ -1,0 +1,90 @@
+//! The engine's registry of runs: unique run ids and which runs are live,
+//! for the orphan sweep.
+
+use std::collections::hash_map::RandomState;
+use std::collections::BTreeSet;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// Run ids of one engine: `<instance>.<counter>`.
+#[derive(Debug)]
+pub(crate) struct Runs {
+    /// Random per engine, so run ids of different processes never collide.
+    instance: String,
+    /// Next counter and the runs not finished yet, changed together so a
+    /// sweep sees a consistent picture.
+    state: Mutex<(u64, BTreeSet<u64>)>,
+}
+
+/// A live run; it stops being live when dropped.
+pub(crate) struct RunGuard {
+    runs: Arc<Runs>,
+    counter: u64,
+    /// The run id, only `[0-9a-f.]`: safe as a file name and in scripts.
+    pub(crate) id: String,
+}
+
+impl Runs {
+    /// A registry with a fresh instance id.
+    pub(crate) fn new() -> Arc<Runs> {
+        Arc::new(Runs { instance: instance_id(), state: Mutex::new((0, BTreeSet::new())) })
+    }
+
+    /// This engine's instance id.
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Registers a new live run. Runs are live from before they wait for a
+    /// concurrency slot, so a sweep can never take a starting run for an orphan.
+    pub(crate) fn start(self: &Arc<Self>) -> RunGuard {
+        let mut state = self.state.lock().expect("run registry poisoned");
+        let counter = state.0;
+        state.0 += 1;
+        state.1.insert(counter);
+        RunGuard { runs: self.clone(), counter, id: self.id(counter) }
+    }
+
+    /// The next counter and the ids of the live runs, taken together.
+    pub(crate) fn snapshot(&self) -> (u64, Vec<String>) {
+        let state = self.state.lock().expect("run registry poisoned");
+        (state.0, state.1.iter().map(|n| self.id(*n)).collect())
+    }
+
+    fn id(&self, counter: u64) -> String {
+        format!("{}.{counter}", self.instance)
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        self.runs.state.lock().expect("run registry poisoned").1.remove(&self.counter);
+    }
+}
+
+/// 64 random bits as hex. std's `RandomState` is seeded from the OS's random
+/// source; uniqueness is all we need, so no RNG crate.
+fn instance_id() -> String {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_liveness_is_tracked() {
+        let runs = Runs::new();
+        assert_eq!(runs.instance().len(), 16);
+        assert_ne!(runs.instance(), Runs::new().instance());
+        let r1 = runs.start();
+        let r2 = runs.start();
+        assert_eq!(r1.id, format!("{}.0", runs.instance()));
+        assert_eq!(r2.id, format!("{}.1", runs.instance()));
+        drop(r1);
+        assert_eq!(runs.snapshot(), (2, vec![r2.id.clone()]));
+    }
+}
