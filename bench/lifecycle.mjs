@@ -36,13 +36,15 @@ async function createToExec(actorId) {
   const t2 = now();
   await sb.exec("true", { cwd: "/" });
   const t3 = now();
-  const ann = (await k.claim(id.split("/")[1]))?.metadata?.annotations ?? {};
+  const claim = await k.claim(id.split("/")[1]);
+  const ann = claim?.metadata?.annotations ?? {};
   const observed = parseTime(ann[`${A}controller-first-observed-at`]);
   const ready = parseTime(ann[`${A}claim-first-ready-at`]);
   const controllerMs = observed && ready ? ready - observed : null;
   return {
     id,
     actorId,
+    sandbox: claim?.status?.sandbox?.name,
     warm: Boolean(ann[`${A}sandbox-name`]),
     totalMs: t3 - t0,
     createMs: t1 - t0,
@@ -73,9 +75,8 @@ async function destroy(r) {
   const destroyMs = now() - t;
   const claim = r.id.split("/")[1];
   undestroyed.delete(claim);
-  const sandbox = (await k.claim(claim))?.status?.sandbox?.name;
   const anyLeft = async () =>
-    (await k.claim(claim)) || (sandbox && ((await k.sandbox(sandbox)) || (await k.pod(sandbox)) || (await k.pvcsOf(sandbox)).length));
+    (await k.claim(claim)) || (await k.sandbox(r.sandbox)) || (await k.pod(r.sandbox)) || (await k.pvcsOf(r.sandbox)).length;
   while (await anyLeft()) await sleep(50);
   return { destroyMs, goneMs: now() - t };
 }

@@ -24,7 +24,7 @@ npm run build
 step "local control plane"
 bash dev/cluster/cluster.sh up
 # shellcheck disable=SC1091
-source .cluster/env
+source "${SANDBOX_CLUSTER_STATE:-.cluster}/env"
 
 step "cargo test (core)"
 cargo test -p sandbox-core
