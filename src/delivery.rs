@@ -1,25 +1,31 @@
 //! Delivering exec output to a JS callback, with backpressure.
 //!
-//! Each call is awaited (`call_async_catch`), so at most one batch is in
-//! flight and a slow JS consumer stops the engine's bounded channel, which
-//! stops reading the socket: memory stays bounded however fast the command
-//! writes. Chunks that queue up meanwhile are merged into one call (up to
-//! 1 MiB), so a busy JS thread gets fewer, larger calls.
+//! At most [`IN_FLIGHT`] calls are queued to the JS thread; each returns its
+//! slot when the JS callback has run. A slow JS consumer therefore stops
+//! this loop, which stops the engine's bounded channel, which stops reading
+//! the socket: memory stays bounded however fast the command writes. Keeping
+//! a few calls queued (rather than awaiting each) lets one wake-up of the JS
+//! thread run several calls, and chunks that arrive while the slots are
+//! taken are merged into one call (up to 1 MiB).
 //!
 //! Chunks reach JS as V8-owned `Buffer` copies, not external views of Rust
 //! memory: V8 accounts for them and collects them promptly, where external
 //! buffers (a 64 KiB allocation each, unseen by the GC) let RSS grow by
 //! hundreds of MiB on bulk output. The copy is also where merging happens.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use napi::bindgen_prelude::{FnArgs, ToNapiValue};
-use napi::threadsafe_function::ThreadsafeFunction;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
 use sandbox_core::exec::{OutputChunk, Stream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 /// Largest merged batch handed to JS in one call.
 const COALESCE_BYTES: usize = 1024 * 1024;
+/// Calls queued to the JS thread at once.
+const IN_FLIGHT: usize = 4;
 
 /// The JS callback `(stream: 1 | 2, chunk: Buffer) => void`, weak (it never
 /// keeps Node alive) and called without a Node-style error argument.
@@ -47,16 +53,19 @@ impl ToNapiValue for JsChunk {
     }
 }
 
-/// Hands chunks to JS until the engine closes the channel, or until the JS
-/// side is gone (then `rx` is dropped and the engine carries on without it).
+/// Hands chunks to JS until the engine closes the channel, then waits until
+/// JS has run every call. Stops early if the JS side is gone (then `rx` is
+/// dropped and the engine carries on without it).
 pub async fn deliver(mut rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallback) {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut next: Option<OutputChunk> = None;
     loop {
+        let slot = slots.clone().acquire_owned().await.expect("never closed");
         let first = match next.take() {
             Some(chunk) => chunk,
             None => match rx.recv().await {
                 Some(chunk) => chunk,
-                None => return,
+                None => break,
             },
         };
         let stream = first.stream;
@@ -79,8 +88,20 @@ pub async fn deliver(mut rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallbac
             Stream::Stdout => 1,
             Stream::Stderr => 2,
         };
-        if callback.call_async_catch(FnArgs::from((code, JsChunk(pieces)))).await.is_err() {
+        // The slot is released when the JS call has returned (or thrown: the
+        // JS wrapper catches user errors, and this callback ignores the result).
+        let status = callback.call_with_return_value(
+            FnArgs::from((code, JsChunk(pieces))),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |_, _| {
+                drop(slot);
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
             return;
         }
     }
+    // Settle only after the last chunk reached JS.
+    let _ = slots.acquire_many(IN_FLIGHT as u32).await;
 }

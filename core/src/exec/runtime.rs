@@ -37,8 +37,9 @@ use crate::error::{Error, ErrorCode, Result};
 /// Local pipe size between kube's message loop and our pumps (kube's default
 /// of 1 KiB is 5–6× slower on bulk output).
 const PIPE_BYTES: usize = 256 * 1024;
-/// Largest single read from a pipe, i.e. the largest chunk we emit.
-const READ_BYTES: usize = 64 * 1024;
+/// Largest single read from a pipe, i.e. the largest chunk we emit. As large
+/// as the pipe: a pump that fell behind catches up in one chunk.
+const READ_BYTES: usize = PIPE_BYTES;
 
 /// Runs one process in a target and reports how it ended.
 ///
@@ -173,8 +174,11 @@ async fn pump<R: AsyncRead + Unpin>(
     output: &mpsc::Sender<OutputChunk>,
     mut ended: watch::Receiver<bool>,
 ) -> Result<()> {
+    // Reused: each chunk is copied out at its exact size, so a 32 KiB frame
+    // does not pin a READ_BYTES allocation while it travels to the consumer.
+    let mut buf = BytesMut::with_capacity(READ_BYTES);
     loop {
-        let mut buf = BytesMut::with_capacity(READ_BYTES);
+        buf.clear();
         let read = if *ended.borrow() {
             reader.read_buf(&mut buf).now_or_never().unwrap_or(Ok(0))
         } else {
@@ -190,7 +194,7 @@ async fn pump<R: AsyncRead + Unpin>(
         }
         // Never cancelled: this chunk is delivered before anything else happens.
         output
-            .send(OutputChunk { stream, data: buf.freeze() })
+            .send(OutputChunk { stream, data: Bytes::copy_from_slice(&buf) })
             .await
             .map_err(|_| Error::internal("exec output consumer went away"))?;
     }
