@@ -1,0 +1,90 @@
+// What a run needs besides the cluster: node_modules, the floor binary, the
+// release addon, matplotlib; and the machine/version facts for the report.
+
+import { execFileSync, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+
+export const BENCH = new URL("../", import.meta.url).pathname;
+export const ROOT = new URL("../../", import.meta.url).pathname;
+
+/** Runs a command in the repo root; stdout as a trimmed string ("" when inherited). */
+export const sh = (cmd, argv, opts = {}) => (execFileSync(cmd, argv, { cwd: ROOT, encoding: "utf8", ...opts }) ?? "").trim();
+const loud = { stdio: "inherit" };
+
+export function installNodeModules(log) {
+  if (existsSync(`${ROOT}node_modules/@kubernetes/client-node`)) return;
+  log("npm ci");
+  sh("npm", ["ci", "--no-audit", "--no-fund"], loud);
+}
+
+export function buildFloor(log) {
+  log("floor: cargo build --release");
+  sh("cargo", ["build", "--release", "--quiet", "--manifest-path", `${BENCH}floor/Cargo.toml`], loud);
+}
+
+/**
+ * The release addon, built from this tree (incrementally, in the shared
+ * target dir) and loaded through NAPI_RS_NATIVE_LIBRARY_PATH, so a debug
+ * build lying at the repo root is never what gets measured.
+ */
+export function buildPackage(log) {
+  if (!existsSync(`${ROOT}native.cjs`)) {
+    log("package: npm run build (no native.cjs yet)");
+    sh("npm", ["run", "build"], loud);
+  }
+  log("package: cargo build --release (release addon)");
+  const triple = "x86_64-unknown-linux-gnu";
+  sh("cargo", ["build", "--release", "--quiet", "--target", triple, "-p", "agent-sandbox-provider"], loud);
+  const addon = `${BENCH}.addon/agent-sandbox-provider.node`;
+  mkdirSync(`${BENCH}.addon`, { recursive: true });
+  copyFileSync(`${process.env.CARGO_TARGET_DIR || `${ROOT}target`}/${triple}/release/libagent_sandbox_provider.so`, addon);
+  process.env.NAPI_RS_NATIVE_LIBRARY_PATH = addon;
+}
+
+/** A python with matplotlib: bench/.venv, created from PyPI if missing. */
+export function chartPython(log) {
+  const py = `${BENCH}.venv/bin/python`;
+  const ok = () => spawnSync(py, ["-c", "import matplotlib"]).status === 0;
+  if (existsSync(py) && ok()) return py;
+  log("chart: python venv + matplotlib");
+  sh("python3", ["-m", "venv", `${BENCH}.venv`]);
+  sh(py, ["-m", "pip", "install", "--quiet", "matplotlib"], loud);
+  if (!ok()) throw new Error("matplotlib does not import");
+  return py;
+}
+
+const loadavg = () => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+export const LOAD_AT_START = loadavg();
+
+export function machine() {
+  return {
+    nproc: os.availableParallelism(),
+    memGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    cpu: os.cpus()[0]?.model ?? "unknown",
+    loadStart: LOAD_AT_START,
+    loadEnd: loadavg(),
+  };
+}
+
+export async function versions(k, measuredPackage) {
+  const safe = (f) => {
+    try {
+      return f();
+    } catch (e) {
+      return `unknown (${e.message.split("\n")[0]})`;
+    }
+  };
+  const json = (path) => JSON.parse(readFileSync(path, "utf8"));
+  const pkg = json(`${ROOT}package.json`);
+  const dirty = sh("git", ["status", "--porcelain", "--", "core", "src", "js", "index.js", "Cargo.toml", "Cargo.lock"]) ? "+uncommitted changes" : "";
+  return {
+    package: `${pkg.name} ${pkg.version} (${safe(() => sh("git", ["rev-parse", "--short", "HEAD"]))}${dirty}, release addon)${measuredPackage ? "" : " — NOT MEASURED"}`,
+    node: process.version,
+    "kube-apiserver": await k.apiserverVersion().catch((e) => `unknown (${e.message})`),
+    "@kubernetes/client-node": json(`${ROOT}node_modules/@kubernetes/client-node/package.json`).version,
+    kubectl: safe(() => JSON.parse(sh(process.env.SANDBOX_TEST_KUBECTL || "kubectl", ["version", "--client", "-o", "json"])).clientVersion.gitVersion),
+    "floor (kube-rs)": safe(() => readFileSync(`${BENCH}floor/Cargo.lock`, "utf8").match(/name = "kube"\nversion = "([^"]+)"/)[1]),
+    "agent-sandbox controller": safe(() => readFileSync(`${ROOT}dev/cluster/thirdparty/go.mod`, "utf8").match(/sigs\.k8s\.io\/agent-sandbox (\S+)/)[1]),
+  };
+}
