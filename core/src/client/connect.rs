@@ -48,7 +48,7 @@ pub async fn connect(source: &KubeConfigSource) -> Result<Connection> {
         KubeConfigSource::Server(s) => from_kubeconfig(server_kubeconfig(s), "the `kubeConfig` object").await?,
     };
     let default_namespace = config.default_namespace.clone();
-    let client = Client::try_from(config)
+    let client = super::http::client(config)
         .map_err(|e| Error::config(format!("cannot build the Kubernetes client: {}", super::redact(&e.to_string()))))?;
     Ok(Connection { client, default_namespace })
 }

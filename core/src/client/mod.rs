@@ -3,6 +3,7 @@
 
 pub mod connect;
 pub mod errors;
+mod http;
 
 pub use connect::{connect, Connection};
 pub use errors::{api_error, redact, Action};
