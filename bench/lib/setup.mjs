@@ -2,7 +2,7 @@
 // release addon, matplotlib; and the machine/version facts for the report.
 
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import os from "node:os";
 
 export const BENCH = new URL("../", import.meta.url).pathname;
@@ -20,26 +20,27 @@ export function installNodeModules(log) {
 
 export function buildFloor(log) {
   log("floor: cargo build --release");
-  sh("cargo", ["build", "--release", "--quiet", "--manifest-path", `${BENCH}floor/Cargo.toml`], loud);
+  const manifest = `${BENCH}floor/Cargo.toml`;
+  sh("cargo", ["build", "--release", "--quiet", "--manifest-path", manifest, "--target-dir", `${BENCH}floor/target`], loud);
 }
 
 /**
- * The release addon, built from this tree (incrementally, in the shared
- * target dir) and loaded through NAPI_RS_NATIVE_LIBRARY_PATH, so a debug
- * build lying at the repo root is never what gets measured.
+ * The release addon, built from this tree with the same napi command as
+ * `npm run build` (so the two share cargo's cache instead of invalidating
+ * each other) but written to bench/.addon and loaded through
+ * NAPI_RS_NATIVE_LIBRARY_PATH: a debug build lying at the repo root is never
+ * what gets measured. `npm run build` runs first only when native.cjs (the
+ * generated loader js/ requires) is missing, as in a fresh clone.
  */
 export function buildPackage(log) {
   if (!existsSync(`${ROOT}native.cjs`)) {
     log("package: npm run build (no native.cjs yet)");
     sh("npm", ["run", "build"], loud);
   }
-  log("package: cargo build --release (release addon)");
-  const triple = "x86_64-unknown-linux-gnu";
-  sh("cargo", ["build", "--release", "--quiet", "--target", triple, "-p", "agent-sandbox-provider"], loud);
-  const addon = `${BENCH}.addon/agent-sandbox-provider.node`;
-  mkdirSync(`${BENCH}.addon`, { recursive: true });
-  copyFileSync(`${process.env.CARGO_TARGET_DIR || `${ROOT}target`}/${triple}/release/libagent_sandbox_provider.so`, addon);
-  process.env.NAPI_RS_NATIVE_LIBRARY_PATH = addon;
+  log("package: napi build --release → bench/.addon");
+  const out = `${BENCH}.addon`;
+  sh("npx", ["napi", "build", "--platform", "--release", "--output-dir", out, "--no-js", "--dts", "addon.d.ts"], loud);
+  process.env.NAPI_RS_NATIVE_LIBRARY_PATH = `${out}/agent-sandbox-provider.linux-x64-gnu.node`;
 }
 
 /** A python with matplotlib: bench/.venv, created from PyPI if missing. */
