@@ -39,7 +39,7 @@ def value_text(f):
     v = (f["values"].get("package") or {}).get("median")
     if v is None:
         return ""
-    unit = f["unit"].replace("ms delay", "ms")
+    unit = f["unit"].replace("ms delay", "ms").replace("ms CPU", "ms")
     v = max(v, 0)
     return f"  (package: {v:.0f} {unit})" if v >= 100 else f"  (package: {v:.3g} {unit})"
 

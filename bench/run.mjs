@@ -26,6 +26,12 @@ const t0 = Date.now();
 const log = (...a) => console.error(`[bench ${((Date.now() - t0) / 1e3).toFixed(0).padStart(4)}s]`, ...a);
 const errors = [];
 const firstLine = (e) => String(e?.message ?? e).split("\n")[0];
+/** The error lines of a failed child (its stack frames dropped), else its last lines. */
+function errorText(e) {
+  const lines = String(e.stderr || e.message || e).split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("at "));
+  const i = lines.findIndex((l) => /^(\w*Error|Error)\b/.test(l));
+  return (i >= 0 ? lines.slice(i, i + 3) : lines.slice(-3)).join(" ");
+}
 
 // ---- setup -----------------------------------------------------------------
 
@@ -99,7 +105,7 @@ async function attempt(alt, op, params) {
       await k.waitApiserver();
       return alt === "floor" ? await runFloor(op, params, target) : await node("worker.mjs", { alt, op, params, target }, 300_000);
     } catch (e) {
-      const error = (e.stderr || e.message || String(e)).trim().split("\n").slice(-3).join(" ");
+      const error = errorText(e);
       if (i > 0) return { error };
       log(`${alt} ${op}: retrying after ${error.slice(0, 160)}`);
     }
@@ -120,7 +126,7 @@ function summary(r) {
   if (r.error) return `ERROR ${r.error.slice(0, 200)}`;
   if (r.p50 != null) return `p50 ${round(r.p50)} ms  p99 ${round(r.p99)} ms${r.perSec ? `  ${round(r.perSec)}/s` : ""}`;
   const eld = r.eldP99Ms == null ? "" : `  eld p99 ${round(r.eldP99Ms)} ms`;
-  return `${round(mbps(r.bytes, r.ms))} MB/s  rss +${round(r.rssGrowthMiB)} MiB${eld}`;
+  return `${round(mbps(r.bytes, r.ms))} MB/s  cpu ${round(r.cpuMs)} ms  rss +${round(r.rssGrowthMiB)} MiB${eld}`;
 }
 
 try {
@@ -152,7 +158,7 @@ if (want("lifecycle") && havePackage) {
     await k.waitApiserver();
     lifecycle = await node("lifecycle.mjs", params, 600_000);
   } catch (e) {
-    lifecycle = { error: (e.stderr || e.message).trim().split("\n").slice(-3).join(" ") };
+    lifecycle = { error: errorText(e) };
     errors.push(`lifecycle: ${lifecycle.error}`);
   }
 }

@@ -1,19 +1,19 @@
 // The same operations with `kubectl exec` (one kubectl process each; files go
 // through local files as a shell user would: `kubectl exec -i … < file`,
-// `kubectl exec … cat > file`). kubectl's own peak RSS is sampled from /proc
-// and reported on top of this Node process's.
+// `kubectl exec … cat > file`). kubectl's own peak RSS and CPU time are
+// sampled from /proc and added to this Node process's.
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { statusKb } from "../lib/measure.mjs";
+import { cpuMsOf, statusKb } from "../lib/measure.mjs";
 
 export async function open(t) {
   const kubectl = process.env.SANDBOX_TEST_KUBECTL || "kubectl";
   const dir = mkdtempSync(join(tmpdir(), "bench-kubectl-"));
   let basePeakKb = 0;
-  let lastPeakKb = 0;
+  let last = { peakKb: 0, cpuMs: 0 }; // of the last kubectl run, sampled from /proc
 
   /** Runs kubectl exec; stdin/stdout are "pipe" or file descriptors. */
   function run(argv, { stdin = "ignore", stdout = "pipe", onStdout } = {}) {
@@ -21,8 +21,11 @@ export async function open(t) {
       const child = spawn(kubectl, ["exec", "-n", t.namespace, t.pod, "-c", t.container, ...(stdin === "ignore" ? [] : ["-i"]), "--", ...argv], {
         stdio: [stdin, stdout, "pipe"],
       });
-      let peak = 0;
-      const sample = () => (peak = Math.max(peak, statusKb("VmHWM", child.pid)));
+      const seen = { peakKb: 0, cpuMs: 0 };
+      const sample = () => {
+        seen.peakKb = Math.max(seen.peakKb, statusKb("VmHWM", child.pid));
+        seen.cpuMs = Math.max(seen.cpuMs, cpuMsOf(child.pid));
+      };
       const timer = setInterval(sample, 5);
       const out = [];
       const err = [];
@@ -31,7 +34,7 @@ export async function open(t) {
       child.on("error", reject);
       child.on("close", (code) => {
         clearInterval(timer);
-        lastPeakKb = peak;
+        last = seen;
         if (code === 0) resolve(Buffer.concat(out));
         else reject(new Error(`kubectl exited ${code}: ${Buffer.concat(err)}`));
       });
@@ -47,7 +50,7 @@ export async function open(t) {
   };
 
   await run(["true"]);
-  basePeakKb = lastPeakKb; // kubectl's own footprint, to turn peaks into growth
+  basePeakKb = last.peakKb; // kubectl's own footprint, to turn peaks into growth
 
   return {
     exec: async (cmd) => (await run(["sh", "-c", cmd])).toString(),
@@ -66,7 +69,7 @@ export async function open(t) {
       rmSync(file);
       return { length: size };
     },
-    helperGrowthKb: () => Math.max(0, lastPeakKb - basePeakKb),
+    helper: { peakKb: () => Math.max(0, last.peakKb - basePeakKb), cpuMs: () => last.cpuMs },
     close: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -16,6 +16,16 @@ export function statusKb(key, pid = "self") {
   }
 }
 
+/** CPU time (user + system) of another process so far, in ms (0 if it is gone). */
+export function cpuMsOf(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime in USER_HZ (100)
+  } catch {
+    return 0;
+  }
+}
+
 /** Resets this process's RSS high-water mark (Linux ≥ 4.0). */
 export function resetPeakRss() {
   writeFileSync("/proc/self/clear_refs", "5");
@@ -26,25 +36,28 @@ export function resetPeakRss() {
 const ELD_RES_MS = 1;
 
 /**
- * Runs `op` and returns { ms, rssGrowthMiB, eldP99Ms, eldMaxMs, result }.
- * `extraPeakKb()` (optional) adds the peak growth of a helper process
- * (kubectl), so the figure covers the whole client.
+ * Runs `op` and returns { ms, cpuMs, rssGrowthMiB, eldP99Ms, eldMaxMs, result }.
+ * `helper` (optional) adds the CPU time and peak RSS growth of a helper
+ * process (kubectl), so the figures cover the whole client.
  */
-export async function measured(op, extraPeakKb = () => 0) {
+export async function measured(op, helper = {}) {
   global.gc?.();
   resetPeakRss();
   const base = statusKb("VmRSS");
+  const cpu0 = process.cpuUsage();
   const h = monitorEventLoopDelay({ resolution: ELD_RES_MS });
   h.enable();
   const t = performance.now();
   const result = await op();
   const ms = performance.now() - t;
   h.disable();
+  const cpu = process.cpuUsage(cpu0);
   const peak = statusKb("VmHWM");
   const delay = (v) => Math.max(0, v / 1e6 - ELD_RES_MS);
   return {
     ms,
-    rssGrowthMiB: (peak - base + extraPeakKb()) / 1024,
+    cpuMs: (cpu.user + cpu.system) / 1e3 + (helper.cpuMs?.() ?? 0),
+    rssGrowthMiB: (peak - base + (helper.peakKb?.() ?? 0)) / 1024,
     eldP99Ms: h.count ? delay(h.percentile(99)) : null,
     eldMaxMs: h.count ? delay(h.max) : null,
     result,

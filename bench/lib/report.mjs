@@ -9,7 +9,7 @@ const OTHERS = ALTS.slice(1);
 
 // Below these, differences are noise (1 ms event-loop histogram resolution;
 // allocator jitter): ratios use at least this value.
-const NOISE = { MiB: 1, "ms delay": 1 };
+const NOISE = { MiB: 1, "ms delay": 1, "ms CPU": 10 };
 
 const size = (b) => (b >= 1 << 30 ? `${b / (1 << 30)} GiB` : `${b / MiB} MiB`);
 
@@ -26,6 +26,7 @@ export function metricDefs(cfg) {
     const group = `stdout ${size(b)}`;
     defs.push(
       { id: `${key}.mbps`, group, label: "throughput", key, get: (r) => mbps(r.bytes, r.ms), unit: "MB/s", better: "higher" },
+      { id: `${key}.cpu`, group, label: "CPU time", key, get: (r) => r.cpuMs, unit: "ms CPU", better: "lower" },
       { id: `${key}.rss`, group, label: "peak RSS growth", key, get: (r) => r.rssGrowthMiB, unit: "MiB", better: "lower" },
       { id: `${key}.eld`, group, label: "event-loop delay p99", key, get: (r) => r.eldP99Ms, unit: "ms delay", better: "lower" },
     );
@@ -36,6 +37,7 @@ export function metricDefs(cfg) {
       const group = `${op}File ${size(b)}`;
       defs.push(
         { id: `${key}.mbps`, group, label: "throughput", key, get: (r) => mbps(r.bytes, r.ms), unit: "MB/s", better: "higher" },
+        { id: `${key}.cpu`, group, label: "CPU time", key, get: (r) => r.cpuMs, unit: "ms CPU", better: "lower" },
         { id: `${key}.rss`, group, label: "peak RSS growth", key, get: (r) => r.rssGrowthMiB, unit: "MiB", better: "lower" },
       );
     }
@@ -119,6 +121,7 @@ export function targets(figs, life, cfg) {
 const METHOD_NOTES = [
   "Each measurement runs in a fresh process (Node worker, or the floor binary), after 3 warm-up execs. RSS growth = peak RSS (VmHWM, reset through /proc/self/clear_refs before the operation) − RSS before it; for kubectl, kubectl's own peak growth over `kubectl exec true` is added. Event-loop delay: monitorEventLoopDelay at 1 ms resolution, minus the resolution.",
   "kubectl figures include starting one kubectl process per operation, as a kubectl user pays it; the floor times itself after start-up.",
+  "CPU time: user + system of the client process, all threads (Node: process.cpuUsage; kubectl: /proc/<pid>/stat sampled every 5 ms, added to its Node parent's; floor: /proc/self/stat, 10 ms ticks) — what the client spends, not the API server or the node.",
   "The floor is stock kube-rs 5.0.0 with a TCP_NODELAY connector. Its stdin path sends 4 KiB WebSocket messages (kube-client's ReaderStream uses tokio-util's default capacity), so kubectl can beat it on writeFile.",
   "The package runs with maxConcurrentExecs: 64 (default 32) so the 64-concurrent figure measures the path, not the cap.",
   "Exec, streaming and files: one pool-ephemeral sandbox; package options { suspend: \"none\", cwd: \"/tmp\" } (the default suspend: \"pod\" needs a volume at cwd). readFile results are kept in memory (package, client-node: Buffer.concat) or written to a local file (kubectl), so their RSS includes the file for the first two.",
@@ -141,7 +144,7 @@ export function markdown(result) {
   L.push("");
   L.push("Values: median (min–max) over repetitions. Ratios: this package ÷ the alternative, per repetition (alternatives interleaved),");
   L.push("then median (min–max); below 1 is better for times, memory and delay, above 1 is better for throughput.");
-  L.push(`Ratios treat RSS growth below ${NOISE.MiB} MiB and event-loop delay below ${NOISE["ms delay"]} ms as that floor (noise).`, "");
+  L.push(`Ratios treat RSS growth below ${NOISE.MiB} MiB, event-loop delay below ${NOISE["ms delay"]} ms and CPU time below ${NOISE["ms CPU"]} ms as that floor (noise).`, "");
   L.push("| Operation | Metric | package | client-node | kubectl | floor | ÷ client-node | ÷ kubectl | ÷ floor |");
   L.push("|---|---|---|---|---|---|---|---|---|");
   for (const f of figs) {

@@ -9,8 +9,9 @@
 //!   stream BYTES        `head -c BYTES /dev/zero`       {"ms":..,"bytes":..}
 //!   write PATH BYTES    stdin → `sh -c 'cat > "$1"'`    {"ms":..,"bytes":..}
 //!   read PATH           `cat -- PATH`                   {"ms":..,"bytes":..}
-//! Single-operation lines also carry rssBaseKb / rssPeakKb (VmRSS before,
-//! VmHWM after, with the high-water mark reset just before the operation).
+//! Single-operation lines also carry cpuMs and rssBaseKb / rssPeakKb (VmRSS
+//! before, VmHWM after, with the high-water mark reset just before the
+//! operation).
 //! The client sets TCP_NODELAY (see `client`); FLOOR_KUBE_DEFAULT=1 uses
 //! kube's default client instead.
 
@@ -165,14 +166,22 @@ where
 {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base = status_kb("VmRSS");
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_ms());
     let bytes = op().await?;
-    let ms = elapsed(t);
-    Ok(format!("{{\"ms\":{ms},\"bytes\":{bytes},\"rssBaseKb\":{base},\"rssPeakKb\":{}}}", status_kb("VmHWM")))
+    let (ms, cpu) = (elapsed(t), cpu_ms() - cpu);
+    let peak = status_kb("VmHWM");
+    Ok(format!("{{\"ms\":{ms},\"cpuMs\":{cpu},\"bytes\":{bytes},\"rssBaseKb\":{base},\"rssPeakKb\":{peak}}}"))
 }
 
 fn elapsed(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// User + system CPU time of this process (all threads), ms; 10 ms ticks.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<f64> = stat.rsplit(") ").next().unwrap_or("").split(' ').map(|x| x.parse().unwrap_or(0.0)).collect();
+    f.get(11).zip(f.get(12)).map_or(0.0, |(u, s)| (u + s) * 10.0)
 }
 
 fn status_kb(key: &str) -> u64 {
