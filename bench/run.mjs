@@ -4,12 +4,12 @@
 // addon, floor, chart venv), then measures this package against
 // @kubernetes/client-node, kubectl and the floor on one sandbox, each
 // measurement in its own process, alternatives interleaved within each
-// repetition. Writes bench/results/latest.{json,md,png}.
+// repetition. Writes bench/results/latest.{json,md,png} (partial.* with --only).
 
 import { execFile, spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { BENCH, buildFloor, buildPackage, chartPython, installNodeModules, machine, versions } from "./lib/setup.mjs";
+import { BENCH, ROOT, buildFloor, buildPackage, chartPython, installNodeModules, machine, versions } from "./lib/setup.mjs";
 import { MiB, mbps, round } from "./lib/stats.mjs";
 
 const args = process.argv.slice(2);
@@ -180,13 +180,14 @@ const figs = figures(metricDefs(CFG), raw);
 const life = lifecycleFigures(lifecycle);
 const result = { meta, figures: figs, lifecycle: life, targets: targets(figs, life, CFG), raw: { ...raw, lifecycle } };
 
-const RESULTS = `${BENCH}results/`;
-mkdirSync(RESULTS, { recursive: true });
-writeFileSync(`${RESULTS}latest.json`, JSON.stringify(result, null, 1) + "\n");
-writeFileSync(`${RESULTS}latest.md`, markdown(result));
-if (python && spawnSync(python, [`${BENCH}chart.py`, `${RESULTS}latest.json`, `${RESULTS}latest.png`], { stdio: "inherit" }).status !== 0) {
+// A run restricted with --only does not replace the complete latest.* results.
+const out = `${BENCH}results/${only ? "partial" : "latest"}`;
+mkdirSync(`${BENCH}results`, { recursive: true });
+writeFileSync(`${out}.json`, JSON.stringify(result, null, 1) + "\n");
+writeFileSync(`${out}.md`, markdown(result));
+if (python && spawnSync(python, [`${BENCH}chart.py`, `${out}.json`, `${out}.png`], { stdio: "inherit" }).status !== 0) {
   errors.push("chart.py failed");
 }
-log(`done in ${round((Date.now() - t0) / 1e3)} s → bench/results/latest.{json,md${python ? ",png" : ""}}`);
-process.stdout.write(readFileSync(`${RESULTS}latest.md`, "utf8"));
+log(`done in ${round((Date.now() - t0) / 1e3)} s → ${out.slice(ROOT.length)}.{json,md${python ? ",png" : ""}}`);
+process.stdout.write(readFileSync(`${out}.md`, "utf8"));
 process.exit(errors.length ? 1 : 0);
