@@ -10,6 +10,12 @@ const alt = await (await import(`./alt/${name}.mjs`)).open(target);
 const helper = alt.helper ?? {}; // kubectl: its own CPU time and RSS growth
 for (let i = 0; i < 3; i++) await alt.exec("true"); // warm-up: TLS, auth, JIT
 
+/** A transfer that lost or invented bytes is a failure, not a figure. */
+function checked(m, bytes) {
+  if (bytes !== params.bytes) throw new Error(`${name} ${op}: ${bytes} bytes instead of ${params.bytes}`);
+  return { ...m, bytes, result: undefined };
+}
+
 async function main() {
   switch (op) {
     case "exec-seq":
@@ -20,18 +26,17 @@ async function main() {
       const idleEldP99Ms = await idleEld();
       let bytes = 0;
       const m = await measured(() => alt.stream(params.bytes, (c) => (bytes += c.length)), helper);
-      return { ...m, bytes, idleEldP99Ms, result: undefined };
+      return { ...checked(m, bytes), idleEldP99Ms };
     }
     case "write": {
       const data = testData(params.bytes);
       const input = (await alt.prepareWrite?.(data)) ?? data;
       const m = await measured(() => alt.writeFile(params.path, input), helper);
-      const size = Number((await alt.exec(`wc -c < '${params.path}'`)).trim());
-      return { ...m, bytes: size, result: undefined };
+      return checked(m, Number((await alt.exec(`wc -c < '${params.path}'`)).trim()));
     }
     case "read": {
       const m = await measured(() => alt.readFile(params.path), helper);
-      return { ...m, bytes: m.result.length, result: undefined };
+      return checked(m, m.result.length);
     }
     default:
       throw new Error(`unknown op ${op}`);

@@ -22,5 +22,6 @@ export async function runFloor(op, params, t) {
   const { stdout } = await promisify(execFile)(FLOOR_BIN, argv, { maxBuffer: 1 << 20 });
   const r = JSON.parse(stdout);
   if (op.startsWith("exec-")) return summarize(r);
+  if (r.bytes !== params.bytes) throw new Error(`floor ${op}: ${r.bytes} bytes instead of ${params.bytes}`);
   return { ms: r.ms, cpuMs: r.cpuMs, bytes: r.bytes, rssGrowthMiB: (r.rssPeakKb - r.rssBaseKb) / 1024, eldP99Ms: null };
 }
