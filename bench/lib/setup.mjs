@@ -2,7 +2,7 @@
 // release addon, matplotlib; and the machine/version facts for the report.
 
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import os from "node:os";
 
 export const BENCH = new URL("../", import.meta.url).pathname;
@@ -25,22 +25,21 @@ export function buildFloor(log) {
 }
 
 /**
- * The release addon, built from this tree with the same napi command as
- * `npm run build` (so the two share cargo's cache instead of invalidating
- * each other) but written to bench/.addon and loaded through
- * NAPI_RS_NATIVE_LIBRARY_PATH: a debug build lying at the repo root is never
- * what gets measured. `npm run build` runs first only when native.cjs (the
- * generated loader js/ requires) is missing, as in a fresh clone.
+ * The release addon: `npm run build` exactly as the team runs it (any other
+ * napi/cargo invocation differs in napi's env and makes cargo rebuild the
+ * crate, minutes of LTO, each time the two alternate), then a copy in
+ * bench/.addon loaded through NAPI_RS_NATIVE_LIBRARY_PATH, so a debug build
+ * put at the repo root later cannot end up being measured.
  */
 export function buildPackage(log) {
-  if (!existsSync(`${ROOT}native.cjs`)) {
-    log("package: npm run build (no native.cjs yet)");
-    sh("npm", ["run", "build"], loud);
-  }
-  log("package: napi build --release → bench/.addon");
-  const out = `${BENCH}.addon`;
-  sh("npx", ["napi", "build", "--platform", "--release", "--output-dir", out, "--no-js", "--dts", "addon.d.ts"], loud);
-  process.env.NAPI_RS_NATIVE_LIBRARY_PATH = `${out}/agent-sandbox-provider.linux-x64-gnu.node`;
+  log("package: npm run build (release addon)");
+  sh("npm", ["run", "build"], loud);
+  const built = `${ROOT}agent-sandbox-provider.linux-x64-gnu.node`;
+  if (statSync(built).size > 64 * 2 ** 20) throw new Error(`${built} looks like a debug build`);
+  const addon = `${BENCH}.addon/agent-sandbox-provider.node`;
+  mkdirSync(`${BENCH}.addon`, { recursive: true });
+  copyFileSync(built, addon);
+  process.env.NAPI_RS_NATIVE_LIBRARY_PATH = addon;
 }
 
 /** A python with matplotlib: bench/.venv, created from PyPI if missing. */
