@@ -143,24 +143,26 @@ pki() {
 		openssl genrsa -out sa.key 2048 2>/dev/null
 		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 	)
-	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-cluster local --server=https://127.0.0.1:6443 \
-		--certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-credentials admin --client-certificate="$PKI/admin.crt" \
-		--client-key="$PKI/admin.key" --embed-certs >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" set-context local --cluster=local --user=admin >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$ADMIN" use-context local >/dev/null
+	write_kubeconfig "$ADMIN" admin "" --client-certificate="$PKI/admin.crt" --client-key="$PKI/admin.key" --embed-certs
+}
+
+# write_kubeconfig FILE USER NAMESPACE CREDENTIAL-FLAGS...: a one-context
+# kubeconfig for the local API server.
+write_kubeconfig() {
+	local file=$1 user=$2 ns=$3; shift 3
+	local kc=("$K8S_BIN/kubectl" config --kubeconfig="$file")
+	rm -f "$file"
+	"${kc[@]}" set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+	"${kc[@]}" set-credentials "$user" "$@" >/dev/null
+	"${kc[@]}" set-context local --cluster=local --user="$user" ${ns:+--namespace="$ns"} >/dev/null
+	"${kc[@]}" use-context local >/dev/null
+	chmod 600 "$file"
 }
 
 client_kubeconfig() {
 	local token
 	token=$(KUBECTL -n "$NS" create token sandbox-client --duration=48h)
-	rm -f "$CLIENT"
-	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-cluster local --server=https://127.0.0.1:6443 \
-		--certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-credentials sandbox-client --token="$token" >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" set-context local --cluster=local --user=sandbox-client --namespace="$NS" >/dev/null
-	"$K8S_BIN/kubectl" config --kubeconfig="$CLIENT" use-context local >/dev/null
-	chmod 600 "$CLIENT" "$ADMIN"
+	write_kubeconfig "$CLIENT" sandbox-client "$NS" --token="$token"
 }
 
 # --- components --------------------------------------------------------------
