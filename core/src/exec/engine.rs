@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorCode, Result};
 
 /// Default cap of each result buffer (`maxOutputBytes`).
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
-/// Chunks buffered between the runtime and a consumer (≤ 64 KiB each).
+/// Chunks buffered between the runtime and a consumer (one WebSocket frame each).
 const CHANNEL_DEPTH: usize = 16;
 /// Upper bound for a kill exec (TERM, 2 s grace, KILL, plus connection setup).
 const KILL_TIMEOUT: Duration = Duration::from_secs(15);

@@ -4,7 +4,7 @@
 //!
 //! Layout: [`script`] holds the fixed shell scripts (user input only as
 //! positional arguments); [`runtime`] is the transport ([`Runtime`], with
-//! [`PodExecRuntime`] over kube 5's WebSocket exec); [`watch`] fails execs
+//! [`PodExecRuntime`] speaking the pods/exec channel protocol); [`watch`] fails execs
 //! whose pod goes away; [`engine`] ties them together; [`status`] and
 //! [`output`] are the pure pieces.
 //!
