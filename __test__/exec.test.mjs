@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { getObject, kubectl, objectName, skip } from "./cluster.mjs";
+import { apiserver, getObject, kubectl, objectName, skip } from "./cluster.mjs";
 import { allBytes, openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
 
 describe("exec", { skip, timeout: 600_000 }, () => {
@@ -256,7 +256,36 @@ await s.exec("(while :; do touch alive; sleep 0.2; done) & (sleep 2; touch marke
 });
 `;
 
-describe("exec when the pod goes away", { skip, timeout: 300_000 }, () => {
+describe("exec when the connection or the pod goes away", { skip, timeout: 300_000 }, () => {
+  test("an API server restart fails a running exec with connection_lost; the command dies by the next connect", async () => {
+    const box = await openSandbox("dropped");
+    try {
+      const dir = await scratchDir(box.sandbox, "dropped");
+      let started;
+      const running = new Promise((resolve) => (started = resolve));
+      const run = box.sandbox.exec("(while :; do touch alive; sleep 0.2; done) & echo started; sleep 3600", {
+        cwd: dir,
+        onData: () => started(),
+      });
+      await running;
+      const t0 = Date.now();
+      apiserver("stop");
+      try {
+        await assert.rejects(run, (e) => e.code === "connection_lost" && /exec connection/.test(e.message));
+        // The kill exec cannot reach the stopped server; the error is prompt anyway.
+        assert.ok(Date.now() - t0 < 30_000, `rejected after ${Date.now() - t0} ms`);
+      } finally {
+        apiserver("start");
+      }
+      // pods/exec leaves the command running; the connect's sweep kills it, so
+      // `alive` stays gone.
+      const sandbox = await box.connect();
+      assert.equal((await sandbox.exec("rm -f alive; sleep 2; test -e alive", { cwd: dir })).exitCode, 1);
+    } finally {
+      await box.close();
+    }
+  });
+
   test("deleting the pod fails a running exec with connection_lost, without waiting for a timeout", async () => {
     const box = await openSandbox("podgone");
     try {
