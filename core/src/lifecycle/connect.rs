@@ -45,11 +45,7 @@ struct Call<'a> {
 
 /// How waiting for readiness ended.
 enum Outcome {
-    Ready {
-        pod: Box<Pod>,
-        /// This connect resumed the sandbox: the pod is a new one.
-        resumed: bool,
-    },
+    Ready(Box<Pod>),
     /// The claim or (direct mode) the Sandbox no longer exists.
     Gone,
     /// The claim now points at another Sandbox (its old one was deleted).
@@ -86,8 +82,7 @@ impl Lifecycle {
                 (id.name.clone(), None)
             };
             match self.bring_up(call, &sandbox_name, claims).await? {
-                // No exec can have run in a pod this process just made.
-                Outcome::Ready { pod, resumed } => return self.target(&id, &sandbox_name, &pod, fresh || resumed).map(Some),
+                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod, fresh).map(Some),
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
             }
@@ -183,21 +178,19 @@ impl Lifecycle {
                         ev.emit(launch_event(&sb, name, id), Some(name), None, None);
                     }
                     ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
-                    return Ok(Outcome::Ready { pod: Box::new(pod), resumed: false });
+                    return Ok(Outcome::Ready(Box::new(pod)));
                 }
             }
         }
-        Ok(match self.wait_ready(call, name, claims).await? {
-            Outcome::Ready { pod, .. } => {
-                let node = readiness::scheduled_node(&pod);
-                if resumed {
-                    ev.emit(EventKind::Resumed, Some(name), node, None);
-                }
-                ev.emit(EventKind::Ready, Some(name), node, None);
-                Outcome::Ready { pod, resumed }
+        let outcome = self.wait_ready(call, name, claims).await?;
+        if let Outcome::Ready(pod) = &outcome {
+            let node = readiness::scheduled_node(pod);
+            if resumed {
+                ev.emit(EventKind::Resumed, Some(name), node, None);
             }
-            other => other,
-        })
+            ev.emit(EventKind::Ready, Some(name), node, None);
+        }
+        Ok(outcome)
     }
 
     /// Watches the Sandbox, its pod and (warm mode) the claim until ready;
@@ -263,7 +256,7 @@ impl Lifecycle {
                 }
             }
             Some(match verdict {
-                Readiness::Ready => Step::Done(Outcome::Ready { pod: p.clone().unwrap_or_default(), resumed: false }),
+                Readiness::Ready => Step::Done(Outcome::Ready(p.clone().unwrap_or_default())),
                 Readiness::Waiting(why) => Step::Waiting(why),
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })
@@ -288,7 +281,7 @@ impl Lifecycle {
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
-    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, untouched: bool) -> Result<PodTarget> {
+    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<PodTarget> {
         let containers: Vec<&str> = pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
             Some(c) if containers.contains(&c.as_str()) => c.clone(),
@@ -300,7 +293,7 @@ impl Lifecycle {
             }
             None => containers.first().map(|c| c.to_string()).ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
-        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container, untouched })
+        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container, fresh })
     }
 }
 

@@ -34,10 +34,9 @@ pub struct PodTarget {
     pub pod: String,
     /// Container: the `container` option or the pod's first container.
     pub container: String,
-    /// No exec can have left processes in the pod, so there is nothing to
-    /// sweep: the sandbox was created by this process and is connected for
-    /// the first time, or this connect resumed it (a new pod).
-    pub untouched: bool,
+    /// Created by this process and connected for the first time: no exec can
+    /// have left processes in the pod, so there is nothing to sweep.
+    pub fresh: bool,
 }
 
 /// Kubernetes lifecycle operations for one provider configuration. Keeps no
