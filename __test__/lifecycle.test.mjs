@@ -104,6 +104,24 @@ describe("lifecycle on the local cluster", { skip }, () => {
     }
   });
 
+  // The first connect after create follows the claim with a watch instead of
+  // GETs and skips the orphan sweep; it must still resume a suspended sandbox.
+  test("a claim suspended before its first connect is resumed by it", async () => {
+    const { p, events } = provider({ warmPool: POOL });
+    await withSandbox(p, "suspended-fresh", async (ctx, id) => {
+      const bound = () => getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id))?.status?.sandbox?.name;
+      for (let i = 0; i < 100 && !bound(); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      await p.suspend(ctx, id);
+      assert.equal(getObject("sandboxes.agents.x-k8s.io", bound()).spec.operatingMode, "Suspended");
+      const sandbox = await p.connect(ctx, id);
+      assert.ok(sandbox, "connect resumes it");
+      assert.equal((await sh(sandbox, "echo back")).trim(), "back");
+      const types = events.filter((e) => e.id === id).map((e) => e.type);
+      assert.ok(types.includes("adopted") || types.includes("cold_start"), types.join());
+      for (const t of ["resumed", "ready"]) assert.ok(types.includes(t), `event ${t} in ${types}`);
+    });
+  });
+
   test("create is idempotent per actor: same id, one object", async () => {
     const { p } = provider({ warmPool: POOL });
     await withSandbox(p, "idempotent", async (ctx, id) => {

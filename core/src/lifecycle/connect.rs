@@ -1,6 +1,7 @@
 //! `connect`: find the sandbox, resume it if suspended, wait until it is
 //! ready for its current generation, and say which pod to exec into.
 
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -13,8 +14,7 @@ use super::names::{self, SandboxId};
 use super::ops::{Lifecycle, PodTarget};
 use super::readiness::{self, Binding, Readiness};
 use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject, LAUNCH_TYPE_LABEL};
-use super::watch::{self, Step};
-use crate::client::{api_error, Action};
+use super::watch::{self, Latest, Step};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Latest state of the objects a connect watches.
@@ -22,6 +22,25 @@ enum Seen {
     Sandbox(Option<SandboxObject>),
     Pod(Option<Box<Pod>>),
     Claim(Option<ClaimObject>),
+}
+
+/// The watch that saw a claim get bound, handed on to the readiness wait so
+/// one watch follows the claim from binding to readiness.
+struct ClaimWatch {
+    updates: BoxStream<'static, Result<Latest<ClaimObject>>>,
+    /// The claim as last seen (bound).
+    last: ClaimObject,
+}
+
+/// What the steps of one connect call share.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    id: &'a SandboxId,
+    actor_id: &'a str,
+    deadline: Instant,
+    ev: &'a Emitter,
+    /// Report `adopted` / `cold_start` on the first sight of the Sandbox.
+    announce: bool,
 }
 
 /// How waiting for readiness ended.
@@ -41,61 +60,87 @@ impl Lifecycle {
         let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
-        let announce = self.warm() && self.unannounced.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false);
+        let fresh = self.take_fresh(&id);
+        let call = Call { id: &id, actor_id, deadline, ev: &ev, announce: self.warm() && fresh };
+        // A claim this process just created needs no GET: it is ours, create
+        // set its TTL, and the watch's initial list shows its state.
+        let mut fetch_claim = !fresh;
         loop {
-            let sandbox_name = if self.warm() {
-                let claim: Option<ClaimObject> = self.get(Kind::SandboxClaim, &id.namespace, &id.name).await?;
-                let Some(claim) = claim.filter(|c| !deleting(c)) else { return Ok(None) };
-                check_owner(&claim, actor_id, &id)?;
-                let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
-                self.refresh_ttl(Kind::SandboxClaim, &id, &id.name, current.as_deref()).await?;
-                match self.wait_bound(&id, claim, deadline, &ev).await? {
-                    Some(name) => name,
+            let (sandbox_name, claims) = if self.warm() {
+                let claim = if fetch_claim {
+                    let Some(claim) = self.fetch_claim(&id, actor_id).await? else { return Ok(None) };
+                    Some(claim)
+                } else {
+                    None
+                };
+                fetch_claim = true;
+                match self.wait_bound(call, claim).await? {
+                    Some(bound) => bound,
                     None => return Ok(None),
                 }
             } else {
-                id.name.clone()
+                (id.name.clone(), None)
             };
-            match self.bring_up(&id, actor_id, &sandbox_name, deadline, &ev, announce).await? {
-                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod).map(Some),
+            match self.bring_up(call, &sandbox_name, claims).await? {
+                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod, fresh).map(Some),
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
             }
         }
     }
 
-    /// Waits until the claim names its Sandbox; `None` if the claim is gone.
-    async fn wait_bound(&self, id: &SandboxId, claim: ClaimObject, deadline: Instant, ev: &Emitter) -> Result<Option<String>> {
-        let decide = |claim: Option<ClaimObject>| match claim.filter(|c| !deleting(c)).as_ref().map(readiness::claim_binding) {
+    /// GETs the claim, checks it is ours and moves its TTL if due; `None` if
+    /// it is gone.
+    async fn fetch_claim(&self, id: &SandboxId, actor_id: &str) -> Result<Option<ClaimObject>> {
+        let claim: Option<ClaimObject> = self.get(Kind::SandboxClaim, &id.namespace, &id.name).await?;
+        let Some(claim) = claim.filter(|c| !deleting(c)) else { return Ok(None) };
+        check_owner(&claim, actor_id, id)?;
+        let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
+        self.refresh_ttl(Kind::SandboxClaim, id, &id.name, current.as_deref()).await?;
+        Ok(Some(claim))
+    }
+
+    /// Waits until the claim names its Sandbox: at once if `claim` (just
+    /// fetched) does, else with a watch, returned for the readiness wait.
+    /// `None` if the claim is gone.
+    async fn wait_bound(&self, call: Call<'_>, claim: Option<ClaimObject>) -> Result<Option<(String, Option<ClaimWatch>)>> {
+        let Call { id, deadline, ev, .. } = call;
+        let decide = |claim: Option<&ClaimObject>| match claim.filter(|c| !deleting(c)).map(readiness::claim_binding) {
             None => Step::Done(None),
             Some(Binding::Bound(name)) => Step::Done(Some(name)),
             Some(Binding::Waiting(why)) => Step::Waiting(why),
             Some(Binding::Failed(why)) => Step::Fail(failed(id, &why)),
         };
-        match decide(Some(claim)) {
-            Step::Done(bound) => return Ok(bound),
-            Step::Fail(e) => return Err(e),
-            Step::Waiting(_) => {}
+        if let Some(claim) = &claim {
+            match decide(Some(claim)) {
+                Step::Done(bound) => return Ok(bound.map(|name| (name, None))),
+                Step::Fail(e) => return Err(e),
+                Step::Waiting(_) => {}
+            }
         }
-        let claims = watch::watch_named(Kind::SandboxClaim.api(&self.client, &id.namespace), &id.name, Kind::SandboxClaim.resource());
+        let mut updates =
+            watch::watch_named(Kind::SandboxClaim.api(&self.client, &id.namespace), &id.name, Kind::SandboxClaim.resource());
         let what = format!("SandboxClaim {id} to be bound to a sandbox");
-        watch::wait(claims, deadline, &what, |c| Some(decide(c)), |w| ev.emit(EventKind::Waiting, None, None, Some(w))).await
+        let mut last = None;
+        let step = |claim: Latest<ClaimObject>| {
+            let step = decide(claim.as_ref());
+            last = claim;
+            Some(step)
+        };
+        let bound = watch::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w))).await?;
+        Ok(bound.zip(last).map(|(name, last)| (name, Some(ClaimWatch { updates, last }))))
     }
 
-    /// Resumes the Sandbox if needed and waits for readiness.
-    async fn bring_up(
-        &self,
-        id: &SandboxId,
-        actor_id: &str,
-        name: &str,
-        deadline: Instant,
-        ev: &Emitter,
-        announce: bool,
-    ) -> Result<Outcome> {
+    /// Resumes the Sandbox if needed and waits for readiness (following the
+    /// claim with `claims` if there is one).
+    async fn bring_up(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
+        let Call { id, actor_id, deadline, ev, announce } = call;
         let ns = &id.namespace;
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
-        let sandbox: Option<SandboxObject> = self.get(Kind::Sandbox, ns, name).await?;
+        // Both at once: the pod only matters if the Sandbox turns out ready.
+        let (sandbox, pod): (Option<SandboxObject>, _) =
+            futures::try_join!(self.get(Kind::Sandbox, ns, name), self.get_pod(ns, name))?;
         let sandbox = sandbox.filter(|s| !deleting(s));
         if sandbox.is_none() && !self.warm() {
             return Ok(Outcome::Gone);
@@ -128,15 +173,16 @@ impl Lifecycle {
                 }
                 // Reconnecting to a running sandbox is the common case: two
                 // GETs instead of three watches.
-                if !announce {
-                    if let Some(pod) = self.ready_pod(&sb, ns, name).await? {
-                        ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
-                        return Ok(Outcome::Ready(pod));
+                if let Some(pod) = pod.filter(|p| readiness::sandbox_readiness(&sb, Some(p)) == Readiness::Ready) {
+                    if announce {
+                        ev.emit(launch_event(&sb, name, id), Some(name), None, None);
                     }
+                    ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
+                    return Ok(Outcome::Ready(Box::new(pod)));
                 }
             }
         }
-        let outcome = self.wait_ready(id, name, deadline, ev, announce).await?;
+        let outcome = self.wait_ready(call, name, claims).await?;
         if let Outcome::Ready(pod) = &outcome {
             let node = readiness::scheduled_node(pod);
             if resumed {
@@ -147,22 +193,10 @@ impl Lifecycle {
         Ok(outcome)
     }
 
-    /// The pod, if `sb` is ready with it right now.
-    async fn ready_pod(&self, sb: &SandboxObject, ns: &str, name: &str) -> Result<Option<Box<Pod>>> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let action = Action { verb: "get", resource: "pods", name: Some(name), namespace: ns };
-        let pod = match pods.get(name).await {
-            Ok(p) => p,
-            Err(e) => match api_error(e, action) {
-                e if e.code == ErrorCode::NotFound => return Ok(None),
-                e => return Err(e),
-            },
-        };
-        Ok((readiness::sandbox_readiness(sb, Some(&pod)) == Readiness::Ready).then(|| Box::new(pod)))
-    }
-
-    /// Watches the Sandbox, its pod and (warm mode) the claim until ready.
-    async fn wait_ready(&self, id: &SandboxId, name: &str, deadline: Instant, ev: &Emitter, announce: bool) -> Result<Outcome> {
+    /// Watches the Sandbox, its pod and (warm mode) the claim until ready;
+    /// the claim through `claims` if it is already being watched.
+    async fn wait_ready(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
+        let Call { id, deadline, ev, announce, .. } = call;
         let ns = &id.namespace;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let mut streams = vec![
@@ -171,11 +205,17 @@ impl Lifecycle {
                 .boxed(),
             watch::watch_named(pods, name, "pods").map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
         ];
-        if self.warm() {
-            let claims = Kind::SandboxClaim.api(&self.client, ns);
-            streams.push(watch::watch_named(claims, &id.name, Kind::SandboxClaim.resource()).map_ok(Seen::Claim).boxed());
-        }
         let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
+        if self.warm() {
+            let updates = match claims {
+                Some(ClaimWatch { updates, last }) => {
+                    claim = Some(Some(last));
+                    updates
+                }
+                None => watch::watch_named(Kind::SandboxClaim.api(&self.client, ns), &id.name, Kind::SandboxClaim.resource()),
+            };
+            streams.push(updates.map_ok(Seen::Claim).boxed());
+        }
         let (mut announced, mut scheduled) = (!announce, false);
         let warm = self.warm();
         let what = format!("sandbox {ns}/{name} to become ready");
@@ -204,10 +244,7 @@ impl Lifecycle {
             };
             if !announced {
                 announced = true;
-                // A cold-started claim's Sandbox is named after the claim.
-                let launch = sb.metadata.labels.as_ref().and_then(|l| l.get(LAUNCH_TYPE_LABEL));
-                let warm_start = launch.map_or(name != id.name, |l| l == "warm");
-                ev.emit(if warm_start { EventKind::Adopted } else { EventKind::ColdStart }, Some(name), None, None);
+                ev.emit(launch_event(sb, name, id), Some(name), None, None);
             }
             let verdict = readiness::sandbox_readiness(sb, p.as_deref());
             let node = p.as_deref().and_then(readiness::scheduled_node);
@@ -224,13 +261,13 @@ impl Lifecycle {
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })
         };
-        watch::wait(watch::merge(streams), deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+        watch::wait(&mut watch::merge(streams), deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
     }
 
     /// Waits for `Suspended=True` at the current generation; `false` if the
     /// Sandbox is gone.
     pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
-        let sandboxes = watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
+        let mut sandboxes = watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
         let what = format!("sandbox {ns}/{name} to finish suspending");
         let step = |sb: Option<SandboxObject>| {
             Some(match sb {
@@ -239,12 +276,12 @@ impl Lifecycle {
                 Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
             })
         };
-        watch::wait(sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+        watch::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
     }
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
-    fn target(&self, id: &SandboxId, name: &str, pod: &Pod) -> Result<PodTarget> {
+    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<PodTarget> {
         let containers: Vec<&str> = pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
             Some(c) if containers.contains(&c.as_str()) => c.clone(),
@@ -256,7 +293,20 @@ impl Lifecycle {
             }
             None => containers.first().map(|c| c.to_string()).ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
-        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container })
+        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container, fresh })
+    }
+}
+
+/// `adopted` or `cold_start`: how the claim got the Sandbox `name`.
+fn launch_event(sb: &SandboxObject, name: &str, id: &SandboxId) -> EventKind {
+    // Without the controller's label: a cold-started claim's Sandbox is
+    // named after the claim.
+    let launch = sb.metadata.labels.as_ref().and_then(|l| l.get(LAUNCH_TYPE_LABEL));
+    let warm_start = launch.map_or(name != id.name, |l| l == "warm");
+    if warm_start {
+        EventKind::Adopted
+    } else {
+        EventKind::ColdStart
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::events::{Emitter, EventKind, EventSink};
 use super::names::{self, SandboxId};
-use super::preflight::{self, Checked};
+use super::preflight::{Checked, PoolCheck};
 use super::resources::Kind;
 use super::ttl::Ttl;
 use super::{manifest, watch};
@@ -34,6 +34,9 @@ pub struct PodTarget {
     pub pod: String,
     /// Container: the `container` option or the pod's first container.
     pub container: String,
+    /// Created by this process and connected for the first time: no exec can
+    /// have left processes in the pod, so there is nothing to sweep.
+    pub fresh: bool,
 }
 
 /// Kubernetes lifecycle operations for one provider configuration. Keeps no
@@ -45,9 +48,12 @@ pub struct Lifecycle {
     pub(super) config: Arc<ProviderConfig>,
     pub(super) ttl: Option<Ttl>,
     pub(super) sink: Option<EventSink>,
-    /// Claims created by this process and not yet connected: their first
-    /// connect reports `adopted` / `cold_start`.
-    pub(super) unannounced: Mutex<HashSet<String>>,
+    /// Ids of claims / Sandboxes created by this process and not yet
+    /// connected. No exec can have run in them, so their first connect skips
+    /// the orphan sweep; a claim's first connect also reports `adopted` /
+    /// `cold_start` and follows the claim with a watch from the start.
+    pub(super) fresh: Mutex<HashSet<String>>,
+    pool_check: PoolCheck,
 }
 
 impl Lifecycle {
@@ -60,7 +66,8 @@ impl Lifecycle {
             ttl: config.ttl.map(Ttl::new),
             config,
             sink,
-            unannounced: Mutex::new(HashSet::new()),
+            fresh: Mutex::new(HashSet::new()),
+            pool_check: PoolCheck::default(),
         }
     }
 
@@ -92,14 +99,12 @@ impl Lifecycle {
         P: Clone + DeserializeOwned + std::fmt::Debug,
         U: Clone + DeserializeOwned + std::fmt::Debug + Default,
     {
-        let action = Action { verb: "get", resource: kind.resource(), name: Some(name), namespace: ns };
-        match kind.api::<P, U>(&self.client, ns).get(name).await {
-            Ok(o) => Ok(Some(o)),
-            Err(e) => match api_error(e, action) {
-                e if e.code == ErrorCode::NotFound => Ok(None),
-                e => Err(e),
-            },
-        }
+        get_opt(kind.api::<P, U>(&self.client, ns), kind.resource(), ns, name).await
+    }
+
+    /// GET of the pod `name`; 404 → `None`.
+    pub(super) async fn get_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {
+        get_opt(Api::namespaced(self.client.clone(), ns), "pods", ns, name).await
     }
 
     /// JSON merge patch; 404 → `Ok(false)`.
@@ -163,7 +168,7 @@ impl Lifecycle {
                 container: self.config.container.as_deref(),
                 suspend: self.config.suspend,
             };
-            preflight::check_warm_pool(&self.client, &id.namespace, &checked).await?;
+            self.pool_check.ensure(&self.client, &id.namespace, &checked).await?;
         }
         let shutdown_time = self.ttl.as_ref().map(Ttl::shutdown_time);
         let manifest = match &self.config.mode {
@@ -182,8 +187,8 @@ impl Lifecycle {
                     if let Some(ttl) = &self.ttl {
                         ttl.mark(&id.to_string());
                     }
+                    self.fresh.lock().map(|mut s| s.insert(id.to_string())).ok();
                     if self.warm() {
-                        self.unannounced.lock().map(|mut s| s.insert(id.to_string())).ok();
                         ev.emit(EventKind::Claimed, None, None, None);
                     } else {
                         ev.emit(EventKind::ColdStart, Some(&id.name), None, None);
@@ -210,6 +215,12 @@ impl Lifecycle {
         Err(Error::new(ErrorCode::InvalidState, format!("{} {id} keeps reappearing while being created", kind.resource())))
     }
 
+    /// Whether `id` is fresh (see [`Lifecycle::fresh`]); it no longer is
+    /// afterwards.
+    pub(super) fn take_fresh(&self, id: &SandboxId) -> bool {
+        self.fresh.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false)
+    }
+
     /// Waits until every listed object (and, for Sandboxes, the pod of the
     /// same name) no longer exists.
     pub(super) async fn wait_gone(&self, objects: &[(Kind, String)], ns: &str, deadline: Instant) -> Result<()> {
@@ -228,7 +239,7 @@ impl Lifecycle {
         let mut present: Vec<Option<bool>> = vec![None; total];
         let what = format!("{} to be deleted", objects.iter().map(|(k, n)| format!("{} {n}", k.resource())).collect::<Vec<_>>().join(", "));
         watch::wait(
-            watch::merge(tagged),
+            &mut watch::merge(tagged),
             deadline,
             &what,
             |(i, exists): (usize, bool)| {
@@ -239,5 +250,21 @@ impl Lifecycle {
             |_| {},
         )
         .await
+    }
+}
+
+/// GET of `name` through `api` (`resource` and `ns` name it in errors);
+/// 404 → `None`.
+async fn get_opt<K>(api: Api<K>, resource: &'static str, ns: &str, name: &str) -> Result<Option<K>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let action = Action { verb: "get", resource, name: Some(name), namespace: ns };
+    match api.get(name).await {
+        Ok(o) => Ok(Some(o)),
+        Err(e) => match api_error(e, action) {
+            e if e.code == ErrorCode::NotFound => Ok(None),
+            e => Err(e),
+        },
     }
 }

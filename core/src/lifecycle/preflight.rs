@@ -1,8 +1,14 @@
 //! Checks made by `create` in warm-pool mode before claiming: the pool
 //! exists, and with `suspend: "pod"` its template keeps `cwd` on a
 //! persistent volume (otherwise every suspend would silently lose the files).
+//! [`PoolCheck`] remembers a passed check for a while, so a burst of creates
+//! costs one check instead of two extra round trips each.
+
+use std::time::Duration;
 
 use kube::Client;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use super::resources::{Kind, TemplateObject, TemplateSpec, WarmPoolObject};
 use crate::client::{api_error, Action};
@@ -21,8 +27,35 @@ pub struct Checked<'a> {
     pub suspend: SuspendPolicy,
 }
 
+/// How long a passed check is trusted: long enough to serve a burst of
+/// creates, short enough that a pool or template changed under a long-lived
+/// provider is noticed again.
+const RECHECK_AFTER: Duration = Duration::from_secs(60);
+
+/// The warm-pool check of one provider, with its last success remembered
+/// (failures are not: the next create checks again).
+#[derive(Default)]
+pub struct PoolCheck {
+    /// When the check last passed. Held across the check, so concurrent
+    /// creates wait for one check instead of each making their own.
+    passed_at: Mutex<Option<Instant>>,
+}
+
+impl PoolCheck {
+    /// Runs [`check_warm_pool`] unless it passed less than [`RECHECK_AFTER`] ago.
+    pub async fn ensure(&self, client: &Client, namespace: &str, c: &Checked<'_>) -> Result<()> {
+        let mut passed_at = self.passed_at.lock().await;
+        if passed_at.is_some_and(|t| t.elapsed() < RECHECK_AFTER) {
+            return Ok(());
+        }
+        check_warm_pool(client, namespace, c).await?;
+        *passed_at = Some(Instant::now());
+        Ok(())
+    }
+}
+
 /// Verifies the pool (and, for `suspend: "pod"`, its template).
-pub async fn check_warm_pool(client: &Client, namespace: &str, c: &Checked<'_>) -> Result<()> {
+async fn check_warm_pool(client: &Client, namespace: &str, c: &Checked<'_>) -> Result<()> {
     let pool_name = c.pool.pool.as_str();
     let pool: WarmPoolObject = get(client, namespace, Kind::SandboxWarmPool, pool_name).await.map_err(|e| {
         if e.code == ErrorCode::NotFound {

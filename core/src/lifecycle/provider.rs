@@ -36,13 +36,19 @@ impl Provider {
     }
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
-    /// process groups left by execs of a previous process, and returns it.
+    /// process groups left by execs of a previous process (unless this
+    /// provider created the sandbox and never connected it before), and
+    /// returns it.
     /// `Ok(None)` only when the sandbox no longer exists.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
         let Some(pod) = self.lifecycle.connect(actor_id, id).await? else { return Ok(None) };
         let target = ExecTarget { namespace: pod.namespace, pod: pod.pod, container: Some(pod.container) };
-        self.engine.sweep_orphans(&target).await?;
+        // An exec costs as much as the rest of a warm connect: skip it where
+        // no process can have been left behind.
+        if !pod.fresh {
+            self.engine.sweep_orphans(&target).await?;
+        }
         Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone())))
     }
 

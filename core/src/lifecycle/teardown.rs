@@ -96,6 +96,7 @@ impl Lifecycle {
             }
         }
         self.wait_gone(&gone, ns, self.deadline()).await?;
+        self.take_fresh(&id);
         if let Some(ttl) = &self.ttl {
             ttl.forget(&id.to_string());
         }

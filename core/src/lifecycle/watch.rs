@@ -83,9 +83,11 @@ pub enum Step<T> {
 /// not enough observed yet) until it is done or fails, or `deadline` passes
 /// (`timeout` error naming `what` and the last waiting reason).
 /// Authorization errors end the wait at once; transient API errors are
-/// retried by the watcher until the deadline.
+/// retried by the watcher until the deadline. `updates` is borrowed so a
+/// watch can go on serving a later wait (connect follows one claim watch
+/// from binding to readiness).
 pub async fn wait<U, T>(
-    mut updates: BoxStream<'static, Result<U>>,
+    updates: &mut BoxStream<'static, Result<U>>,
     deadline: Instant,
     what: &str,
     mut step: impl FnMut(U) -> Option<Step<T>>,
