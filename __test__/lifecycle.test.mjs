@@ -59,7 +59,15 @@ async function fullCycle(p, events, ctx, id, sandboxName) {
 
   const name = sandboxName();
   await p.destroy(ctx, id);
-  assert.deepEqual(leftovers(name), [], "destroy leaves nothing behind");
+  assert.equal(getObject("sandboxes.agents.x-k8s.io", name), null, "destroy returns once the Sandbox is gone");
+  assert.equal(getObject("pods", name), null, "destroy returns once the pod is gone");
+  // The garbage collector removes the Service and PVC right after.
+  let left = leftovers(name);
+  for (let i = 0; i < 60 && left.length; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    left = leftovers(name);
+  }
+  assert.deepEqual(left, [], "nothing is left behind");
   const types = events.filter((e) => e.id === id).map((e) => e.type);
   for (const t of ["ready", "suspended", "resumed", "deleted"]) assert.ok(types.includes(t), `event ${t} in ${types}`);
   for (const e of events) {
@@ -236,18 +244,24 @@ describe("lifecycle on the local cluster", { skip }, () => {
     const { p } = provider({ warmPool: POOL });
     await withSandbox(p, "outage", async (ctx, id) => {
       await p.connect(ctx, id);
-      apiserver("stop");
-      try {
-        const fresh = provider({ warmPool: POOL }).p;
-        for (const candidate of [p, fresh]) {
-          await assert.rejects(candidate.connect(ctx, id), (err) => {
-            assert.equal(err.code, "unavailable", err.message);
-            return true;
-          });
+      // Never connected yet: its first connect starts with a watch, not a GET.
+      await withSandbox(p, "outage-new", async (newCtx, newId) => {
+        apiserver("stop");
+        try {
+          const fresh = provider({ warmPool: POOL }).p;
+          for (const [candidate, c, i] of [[p, ctx, id], [fresh, ctx, id], [p, newCtx, newId]]) {
+            const t0 = Date.now();
+            await assert.rejects(candidate.connect(c, i), (err) => {
+              assert.equal(err.code, "unavailable", err.message);
+              return true;
+            });
+            assert.ok(Date.now() - t0 < 30_000, `unavailable after ${Date.now() - t0} ms, not at once`);
+          }
+        } finally {
+          apiserver("start");
         }
-      } finally {
-        apiserver("start");
-      }
+        assert.ok(await p.connect(newCtx, newId), "the new sandbox connects once the API server is back");
+      });
       assert.ok(await p.connect(ctx, id), "connect works again once the API server is back");
     });
   });

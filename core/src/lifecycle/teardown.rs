@@ -66,8 +66,16 @@ impl Lifecycle {
     }
 
     /// Deletes the claim (warm-pool mode) or Sandbox and waits until it, its
-    /// Sandbox and pod are gone; PVCs and the Service go with them through
-    /// foreground garbage collection. Idempotent: a missing object is success.
+    /// Sandbox and pod are gone; the garbage collector removes the PVCs and
+    /// the Service right after. Idempotent: a missing object is success.
+    ///
+    /// Background propagation, not foreground: with foreground the Sandbox
+    /// lingers while its pod is deleted, and agent-sandbox (v1.0.3) with a
+    /// stale cache — after an API server restart, say — recreates that pod;
+    /// the garbage collector then never deletes the new pod and the Sandbox
+    /// and claim stay forever (seen on the local cluster). In the background
+    /// the owner is gone at once, so any such pod is an orphan the collector
+    /// removes. Many destroys at once also finish sooner.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
@@ -86,7 +94,7 @@ impl Lifecycle {
         }
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
         let action = Action { verb: "delete", resource: kind.resource(), name: Some(&id.name), namespace: ns };
-        match api.delete(&id.name, &DeleteParams::foreground()).await {
+        match api.delete(&id.name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(e) => {
                 let e = api_error(e, action);

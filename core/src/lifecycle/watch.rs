@@ -82,7 +82,8 @@ pub enum Step<T> {
 /// Feeds every update to `step` (which records it and decides; `None` =
 /// not enough observed yet) until it is done or fails, or `deadline` passes
 /// (`timeout` error naming `what` and the last waiting reason).
-/// Authorization errors end the wait at once; transient API errors are
+/// Authorization errors end the wait at once, and so does an unreachable
+/// API server before the first update; later transient API errors are
 /// retried by the watcher until the deadline. `updates` is borrowed so a
 /// watch can go on serving a later wait (connect follows one claim watch
 /// from binding to readiness).
@@ -96,6 +97,7 @@ pub async fn wait<U, T>(
     let started = Instant::now();
     let mut last_waiting = String::from("no state observed yet");
     let mut last_error: Option<Error> = None;
+    let mut observed = false;
     loop {
         let next = match tokio::time::timeout_at(deadline, updates.next()).await {
             Ok(Some(item)) => item,
@@ -106,8 +108,13 @@ pub async fn wait<U, T>(
             Err(e) if matches!(e.code, ErrorCode::Forbidden | ErrorCode::Config | ErrorCode::InvalidRequest) => {
                 return Err(e)
             }
+            // Nothing observed yet and the server unreachable: fail now, as a
+            // GET would, so the caller can retry later instead of waiting out
+            // the deadline.
+            Err(e) if !observed && e.code == ErrorCode::Unavailable => return Err(e),
             Err(e) => last_error = Some(e),
             Ok(update) => {
+                observed = true;
                 last_error = None;
                 match step(update) {
                     None => {}
