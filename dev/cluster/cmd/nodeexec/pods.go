@@ -30,8 +30,9 @@ type podSandbox struct {
 	exited  chan struct{}
 }
 
-// podManager creates a pod's namespaces on its first exec and destroys them
-// (killing every process in the pod) when the pod is deleted.
+// podManager creates a pod's namespaces when the pod runs (or at its first
+// exec) and destroys them (killing every process in the pod) when the pod is
+// deleted.
 type podManager struct {
 	stateDir string
 	client   kubernetes.Interface
@@ -53,10 +54,13 @@ func newPodManager(stateDir string, client kubernetes.Interface, podFactory, fac
 		live:     map[types.UID]*podSandbox{},
 	}
 	_, _ = podFactory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { m.startIfRunning(obj) },
 		UpdateFunc: func(_, obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
 				m.teardown(p.UID)
+				return
 			}
+			m.startIfRunning(obj)
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -68,6 +72,33 @@ func newPodManager(stateDir string, client kubernetes.Interface, podFactory, fac
 		},
 	})
 	return m
+}
+
+// startIfRunning sets up a running pod's namespaces before its first exec,
+// as a kubelet has started the containers by the time a pod is Running (so
+// a first exec does not pay for the setup). Best effort: the PVC may not be
+// bound yet, and then the first exec sets the pod up.
+func (m *podManager) startIfRunning(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
+		return
+	}
+	m.mu.Lock()
+	_, live := m.live[pod.UID]
+	m.mu.Unlock()
+	if live {
+		return
+	}
+	go func() {
+		if _, err := m.ensure(pod, &pod.Spec.Containers[0]); err != nil {
+			klog.V(2).Infof("pod %s/%s: early setup: %v", pod.Namespace, pod.Name, err)
+			return
+		}
+		// A deletion seen while setting up found nothing to tear down yet.
+		if cur, err := m.pods.Pods(pod.Namespace).Get(pod.Name); err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
+			m.teardown(pod.UID)
+		}
+	}()
 }
 
 // enter returns the pod's sandbox (starting it if needed), the container's
