@@ -158,6 +158,39 @@ describe("lifecycle on the local cluster", { skip }, () => {
     await p.suspend(ctx, id);
   });
 
+  test("a claim whose Sandbox was deleted gets a new one: connect returns it, the old pod is gone", async () => {
+    const { p } = provider({ warmPool: POOL });
+    await withSandbox(p, "reprovision", async (ctx, id) => {
+      const first = await p.connect(ctx, id);
+      await sh(first, "echo before > /workspace/marker");
+      const claimed = () => getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id))?.status?.sandbox?.name;
+      const old = claimed();
+      kubectl("delete", "sandboxes.agents.x-k8s.io", old, "--wait=true");
+      const again = await p.connect(ctx, id);
+      assert.ok(again, "connect returns a sandbox while the claim exists");
+      assert.equal((await sh(again, "echo after")).trim(), "after");
+      assert.ok(claimed() && claimed() !== old, `the claim is bound to a new Sandbox (was ${old}, now ${claimed()})`);
+      assert.equal(getObject("pods", old), null, "the deleted Sandbox's pod is gone");
+    });
+  });
+
+  test("a connect while the Sandbox is still suspending waits for it, then resumes: the volume is kept", async () => {
+    const { p, events } = provider({ warmPool: POOL });
+    await withSandbox(p, "suspend-race", async (ctx, id) => {
+      await sh(await p.connect(ctx, id), "echo kept > /workspace/kept.txt");
+      const name = getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id)).status.sandbox.name;
+      const podUid = getObject("pods", name).metadata.uid;
+      // Suspend requested (by another process, say) but the pod not gone yet.
+      kubectl("patch", "sandboxes.agents.x-k8s.io", name, "--type=merge", "-p", '{"spec":{"operatingMode":"Suspended"}}');
+      const resumed = await p.connect(ctx, id);
+      assert.ok(resumed, "connect returns the sandbox");
+      assert.notEqual(getObject("pods", name)?.metadata.uid, podUid, "connect waited for the old pod to go and got a new one");
+      assert.equal((await sh(resumed, "cat /workspace/kept.txt")).trim(), "kept");
+      const types = events.filter((e) => e.id === id).map((e) => e.type);
+      assert.ok(types.includes("resumed"), `event resumed in ${types}`);
+    });
+  });
+
   test("an image that cannot be pulled fails connect promptly with sandbox_failed", async () => {
     const { p } = provider({ sandbox: { image: "local/pull-fail:1" }, suspend: "none" });
     await withSandbox(p, "pullfail", async (ctx, id) => {
