@@ -5,7 +5,9 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "agent-sandbox-provider";
 import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
@@ -307,6 +309,36 @@ describe("lifecycle on the local cluster", { skip }, () => {
     for (const kubeConfig of [process.env.KUBECONFIG, yaml, server]) {
       const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig });
       assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a successful GET answering 404");
+    }
+  });
+
+  test("kubeConfig with an exec credential plugin (as EKS and GKE use): it works, and its failure is a clear config error", async () => {
+    const yaml = readFileSync(process.env.KUBECONFIG, "utf8");
+    const token = clientToken();
+    const dir = mkdtempSync(join(tmpdir(), "exec-plugin-"));
+    const plugin = (name, body) => {
+      const path = join(dir, name);
+      writeFileSync(path, `#!/bin/sh\n${body}\n`, { mode: 0o700 });
+      return path;
+    };
+    const withPlugin = (command) =>
+      yaml.replace(/    token: \S+/, `    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ${command}\n`);
+    const good = plugin("good.sh", `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' '${token}'`);
+    // Fails after printing a credential: the error must say why without it.
+    const bad = plugin("bad.sh", `printf '{"status":{"token":"%s"}}' '${token}'; echo 'no credentials for this profile' >&2; exit 3`);
+    const missing = `${namespace}/sbx-00000000000000000000`;
+    try {
+      const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig: withPlugin(good) });
+      assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a GET authenticated by the plugin's token answered 404");
+      const failing = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig: withPlugin(bad) });
+      await assert.rejects(failing.connect({ actorId: "a" }, missing), (err) => {
+        assert.equal(err.code, "config", err.message);
+        assert.match(err.message, /bad\.sh.*exit status: 3.*no credentials for this profile/s);
+        assert.doesNotMatch(err.message, new RegExp(token));
+        return true;
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -52,7 +52,7 @@ pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
             };
             Error::new(code, text)
         }
-        kube::Error::Auth(e) => Error::config(format!("{what}: authentication failed: {e}")),
+        kube::Error::Auth(e) => Error::config(format!("{what}: authentication failed: {}", redact(&e.to_string()))),
         kube::Error::SerdeError(e) => Error::internal(format!("{what}: unexpected response: {e}")),
         kube::Error::BuildRequest(e) => Error::invalid_request(format!("{what}: {e}")),
         other => Error::new(
@@ -62,18 +62,44 @@ pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
     }
 }
 
-/// Removes anything that looks like a bearer token from a transport message.
-/// kube's errors do not include tokens today; this is defence in depth.
+/// Removes secrets from an error text: bearer tokens, and what an exec
+/// credential plugin printed. kube quotes a failed plugin's whole stdout,
+/// which may hold a credential, and a credential's `"token"` field could
+/// reach a parse error; kube's transport errors carry no tokens today, so the
+/// bearer case is defence in depth.
 pub fn redact(message: &str) -> String {
+    let text = redact_after(message, "Bearer ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
+    let text = redact_after(&text, "stdout: \"", quoted_len);
+    redact_after(&text, "\"token\":\"", quoted_len)
+}
+
+/// Replaces the `len(rest)` bytes after each `marker` with `<redacted>`.
+fn redact_after(message: &str, marker: &str, len: impl Fn(&str) -> usize) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
-    while let Some(i) = rest.find("Bearer ") {
-        out.push_str(&rest[..i + 7]);
+    while let Some(i) = rest.find(marker) {
+        let start = i + marker.len();
+        out.push_str(&rest[..start]);
         out.push_str("<redacted>");
-        rest = rest[i + 7..].trim_start_matches(|c: char| !c.is_whitespace());
+        rest = &rest[start + len(&rest[start..])..];
     }
     out.push_str(rest);
     out
+}
+
+/// Length of a quoted string's body: up to its first unescaped `"` (escapes
+/// as in JSON and Rust's `Debug`), or all of `s`.
+fn quoted_len(s: &str) -> usize {
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return i,
+            _ => {}
+        }
+    }
+    s.len()
 }
 
 #[cfg(test)]
@@ -84,6 +110,14 @@ mod tests {
     fn redacts_bearer_tokens() {
         assert_eq!(redact("header Bearer abc.def end"), "header Bearer <redacted> end");
         assert_eq!(redact("no token"), "no token");
+    }
+
+    #[test]
+    fn redacts_exec_plugin_output() {
+        let failed = r#"auth exec command 'x' failed with status 1: Output { status: 1, stdout: "{\"token\":\"s3cr3t\"}\n", stderr: "bad" }"#;
+        assert_eq!(redact(failed), r#"auth exec command 'x' failed with status 1: Output { status: 1, stdout: "<redacted>", stderr: "bad" }"#);
+        assert_eq!(redact(r#"parse {"token":"s3cr3t","x":1}"#), r#"parse {"token":"<redacted>","x":1}"#);
+        assert_eq!(redact(r#"stdout: "unterminated"#), "stdout: \"<redacted>");
     }
 
     #[test]

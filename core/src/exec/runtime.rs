@@ -108,9 +108,16 @@ impl Runtime for PodExecRuntime {
             let socket = connection.into_stream().into_inner();
             let config = WebSocketConfig::default().read_buffer_size(SOCKET_READ_BYTES);
             let ws = WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await;
+            let lost = |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
             tokio::select! {
-                result = drive(ws, stdin, &output) => result,
-                reason = watch.gone() => Err(Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"))),
+                result = drive(ws, stdin, &output) => match result {
+                    // A node that kills the pod's processes on deletion ends
+                    // the exec with a signal status; if the watch has seen the
+                    // deletion by then, that is what happened.
+                    Ok(Completion::Exited(code)) if code >= 128 => watch.gone_now().map_or(Ok(Completion::Exited(code)), |r| Err(lost(r))),
+                    other => other,
+                },
+                reason = watch.gone() => Err(lost(reason)),
             }
         }
         .boxed()

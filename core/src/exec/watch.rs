@@ -86,6 +86,13 @@ impl PodWatch {
     }
 }
 
+impl PodWatch {
+    /// The reason, if the watch has already seen the pod go.
+    pub(crate) fn gone_now(&self) -> Option<String> {
+        self.gone.borrow().clone()
+    }
+}
+
 impl Drop for PodWatch {
     fn drop(&mut self) {
         let mut users = self.shared.users.lock().expect("pod watch users poisoned");
