@@ -84,9 +84,7 @@ impl PodWatch {
             Err(_) => std::future::pending().await,
         }
     }
-}
 
-impl PodWatch {
     /// The reason, if the watch has already seen the pod go.
     pub(crate) fn gone_now(&self) -> Option<String> {
         self.gone.borrow().clone()
