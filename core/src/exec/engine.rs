@@ -1,6 +1,16 @@
 //! The exec engine: user commands with cwd, env, stdin, timeout, abort and
-//! process-group kill on top of a [`Runtime`], plus the orphan sweep and the
+//! process-tree kill on top of a [`Runtime`], plus the orphan sweep and the
 //! per-engine concurrency cap.
+//!
+//! Every user command goes through the wrapper ([`super::wrapper`]); the
+//! engine strips its trailers ([`super::trailer`]) and ends the exec there,
+//! so a command returns when its own process exits even if a child it left
+//! in the background still holds stdout open. Callers with their own use for
+//! the output (the process follower) plug in a [`Sink`].
+//!
+//! Cancel safety: dropping an `exec` future closes its connection but does
+//! not kill the command (only an explicit abort or timeout does); it keeps
+//! running until it exits or the next connect's orphan sweep.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,11 +21,13 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::output::{HeadBuffer, HeaderLine, OutputChunk, Stream};
+use super::kill;
+use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::runs::Runs;
-use super::runtime::{PodExecRuntime, Runtime};
-use super::script::{self, CommandSpec, WrapperHeader};
+use super::runtime::{PodExecRuntime, Release, Runtime};
 use super::status::Completion;
+use super::trailer::TrailerScanner;
+use super::wrapper::{self, CommandSpec, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{Error, ErrorCode, Result};
 
@@ -106,6 +118,43 @@ impl std::fmt::Debug for ExecEngine {
     }
 }
 
+/// A command for [`ExecEngine::run_command`]: an [`ExecRequest`] without the
+/// output handling, which the caller's [`Sink`] does.
+pub(crate) struct Command {
+    pub command: String,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub stdin: Option<Bytes>,
+    pub timeout: Option<Duration>,
+    pub cancel: CancellationToken,
+    /// Counts against `maxConcurrentExecs`. Long-lived followers do not, so
+    /// a few of them cannot starve every other call.
+    pub capped: bool,
+}
+
+/// Takes a command's output as it arrives (the wrapper's trailer removed).
+pub(crate) trait Sink: Send {
+    /// One piece of output; [`Flow::Done`] ends the session at once, closing
+    /// its connection without killing the command.
+    fn output(&mut self, chunk: OutputChunk) -> impl Future<Output = Result<Flow>> + Send;
+}
+
+/// Whether a [`Sink`] wants more.
+pub(crate) enum Flow {
+    More,
+    Done,
+}
+
+/// How [`ExecEngine::run_command`] ended.
+pub(crate) enum RunEnd {
+    /// The command exited with this status.
+    Exited(i32),
+    /// The timeout fired and the command was killed.
+    TimedOut,
+    /// The sink said it was done; the command may still be running.
+    Released,
+}
+
 impl ExecEngine {
     /// An engine over pods/exec with at most `max_concurrent_execs` commands
     /// and file operations in flight (kills are exempt, so they cannot queue
@@ -130,28 +179,46 @@ impl ExecEngine {
     ///
     /// Invalid requests fail with `invalid_request` before anything runs. A
     /// cancelled token fails with `aborted` at once. Timeout and abort kill
-    /// the command's process group (TERM, 2 s, KILL) with a second exec and
+    /// the command's process tree (TERM, 2 s, KILL) with a second exec and
     /// wait for it; a dropped connection does the same and fails with
-    /// `connection_lost`.
+    /// `connection_lost`. The result comes when the command's own process
+    /// exits; children it left running keep running.
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
         let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
+        let mut collector = Collector::new(max_output_bytes, output);
+        let command = Command { command, cwd, env, stdin, timeout, cancel, capped: true };
+        match self.run_command(target, command, &mut collector).await? {
+            RunEnd::Exited(code) => Ok(collector.result(Some(code), false)),
+            RunEnd::TimedOut => Ok(collector.result(None, true)),
+            RunEnd::Released => Err(Error::internal("the exec output collector ended the session")),
+        }
+    }
+
+    /// Runs a command through the wrapper, handing its output to `sink`.
+    pub(crate) async fn run_command(&self, target: &ExecTarget, command: Command, sink: &mut impl Sink) -> Result<RunEnd> {
+        let Command { command, cwd, env, stdin, timeout, cancel, capped } = command;
         let stdin = stdin.filter(|s| !s.is_empty());
         let run = self.inner.runs.start();
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
-        let argv = script::wrapper_argv(&run.id, &spec)?;
+        let argv = wrapper::wrapper_argv(&run.id, &spec, run.cleanup_bound)?;
         if cancel.is_cancelled() {
             return Err(aborted());
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let _permit = tokio::select! {
-            permit = self.inner.permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-            () = cancel.cancelled() => return Err(aborted()),
-            () = sleep_until(deadline) => return Ok(Collector::new(max_output_bytes, None).result(None, true)),
+        let _permit = if capped {
+            Some(tokio::select! {
+                permit = self.inner.permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                () = cancel.cancelled() => return Err(aborted()),
+                () = sleep_until(deadline) => return Ok(RunEnd::TimedOut),
+            })
+        } else {
+            None
         };
 
-        let mut collector = Collector::new(max_output_bytes, output);
+        let release = Release::new();
+        let mut wrapped = Wrapped::new(&run.id, sink, release.clone());
         let outcome = {
-            let work = self.run_with(target, argv, stdin, |rx| collector.consume(rx));
+            let work = self.run_with(target, argv, stdin, release, |rx| wrapped.consume(rx));
             tokio::pin!(work);
             let stop = tokio::select! {
                 ended = &mut work => Err(ended),
@@ -161,8 +228,9 @@ impl ExecEngine {
             match stop {
                 Err(ended) => Err(ended),
                 Ok(stop) => {
-                    // Keep collecting while the group dies, so the result has
-                    // the output written up to the kill.
+                    // Keep collecting while the tree dies, so the result has
+                    // the output written up to the kill (the wrapper's
+                    // trailer then ends the session).
                     let kill = self.kill(target, &run.id);
                     tokio::pin!(kill);
                     tokio::select! {
@@ -174,19 +242,19 @@ impl ExecEngine {
             }
         };
         match outcome {
-            Err(ended) => self.finish(target, &run.id, &cwd, ended, collector).await,
+            Err(ended) => self.finish(target, &run.id, &cwd, ended, wrapped.end()).await,
             Ok(Stop::Aborted) => Err(aborted()),
-            Ok(Stop::TimedOut) => Ok(collector.result(None, true)),
+            Ok(Stop::TimedOut) => Ok(RunEnd::TimedOut),
         }
     }
 
-    /// Kills every process group recorded in the pod that is not a live
+    /// Kills every process tree recorded in the pod that is not a live
     /// command of this engine: left behind by a crashed or killed host
     /// process, or by a connection whose kill failed. Called on connect so a
     /// resumed session never shares the workspace with an orphan.
     pub async fn sweep_orphans(&self, target: &ExecTarget) -> Result<()> {
         let (next, live) = self.inner.runs.snapshot();
-        let argv = script::sweep_argv(self.inner.runs.instance(), next, &live);
+        let argv = kill::sweep_argv(self.inner.runs.instance(), next, &live);
         let (ended, stderr) = self.run_script(target, argv, None, |_| Ok(())).await?;
         script_status(ended, "the orphan sweep", stderr).map(drop)
     }
@@ -201,20 +269,35 @@ impl ExecEngine {
         stdin: Option<Bytes>,
         mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
     ) -> Result<(Completion, HeadBuffer)> {
-        let _permit = self.inner.permits.acquire().await.expect("the semaphore is never closed");
         let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
         let ended = self
-            .run_with(target, argv, stdin, |rx| {
-                consume_with(rx, |OutputChunk { stream, data }| match stream {
-                    Stream::Stdout => on_stdout(data),
-                    Stream::Stderr => {
-                        stderr.push(&data);
-                        Ok(())
-                    }
-                })
+            .run_script_with(target, argv, stdin, |OutputChunk { stream, data }| match stream {
+                Stream::Stdout => on_stdout(data),
+                Stream::Stderr => {
+                    stderr.push(&data);
+                    Ok(())
+                }
             })
             .await?;
         Ok((ended, stderr))
+    }
+
+    /// Like [`ExecEngine::run_script`], with both streams going to `on_chunk`.
+    pub(crate) async fn run_script_with(
+        &self,
+        target: &ExecTarget,
+        argv: Vec<String>,
+        stdin: Option<Bytes>,
+        mut on_chunk: impl FnMut(OutputChunk) -> Result<()> + Send,
+    ) -> Result<Completion> {
+        let _permit = self.inner.permits.acquire().await.expect("the semaphore is never closed");
+        self.run_with(target, argv, stdin, Release::new(), |mut rx| async move {
+            while let Some(chunk) = rx.recv().await {
+                on_chunk(chunk)?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Runs `argv` while `consume` takes its output.
@@ -223,6 +306,7 @@ impl ExecEngine {
         target: &'a ExecTarget,
         argv: Vec<String>,
         stdin: Option<Bytes>,
+        release: Release,
         consume: impl FnOnce(mpsc::Receiver<OutputChunk>) -> C,
     ) -> impl Future<Output = Result<Completion>> + Send + 'a
     where
@@ -230,7 +314,7 @@ impl ExecEngine {
     {
         let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
         let consumer = consume(rx);
-        let ran = self.inner.runtime.run(target, argv, stdin, tx);
+        let ran = self.inner.runtime.run(target, argv, stdin, tx, release);
         async move {
             let (ran, consumed) = tokio::join!(ran, consumer);
             consumed?;
@@ -245,29 +329,28 @@ impl ExecEngine {
         run: &str,
         cwd: &str,
         ended: Result<Completion>,
-        collector: Collector,
-    ) -> Result<ExecResult> {
-        let header = collector.header.line().and_then(WrapperHeader::parse);
-        match (ended, header) {
-            (Ok(Completion::Exited(code)), Some(WrapperHeader::Started)) => Ok(collector.result(Some(code), false)),
-            (Ok(Completion::Exited(_)), Some(WrapperHeader::BadCwd)) => Err(Error::new(
+        end: (Option<WrapperEnd>, bool),
+    ) -> Result<RunEnd> {
+        let (trailer, sink_done) = end;
+        match (ended, trailer) {
+            (Ok(_), Some(WrapperEnd::BadCwd)) => Err(Error::new(
                 ErrorCode::NotFound,
-                format!("cwd {:?} does not exist or is not an accessible directory; nothing was run", cwd),
+                format!("cwd {cwd:?} does not exist or is not an accessible directory; nothing was run"),
             )),
-            (Ok(Completion::Exited(_)), Some(WrapperHeader::NoRunDir)) => Err(Error::internal(
+            (Ok(_), Some(WrapperEnd::NoRunDir)) => Err(Error::internal(
                 "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/run in the sandbox (is the filesystem read-only? \
                  set TMPDIR in the pod to a writable directory); nothing was run",
             )),
-            (Ok(Completion::Exited(code)), None) => Err(Error::internal(format!(
-                "the exec wrapper failed before starting the command (exit {code}): {}",
-                String::from_utf8_lossy(&collector.stderr.into_inner()).trim()
-            ))),
-            (Ok(Completion::Failed(message)), header) => {
-                if header == Some(WrapperHeader::Started) {
-                    self.kill(target, run).await;
-                }
+            (Ok(Completion::Released), _) if sink_done => Ok(RunEnd::Released),
+            (Ok(Completion::Released), Some(WrapperEnd::Exited(code))) => Ok(RunEnd::Exited(code)),
+            // The status is the authority when it comes first (a wrapper
+            // killed before its trailer, say).
+            (Ok(Completion::Exited(code)), _) => Ok(RunEnd::Exited(code)),
+            (Ok(Completion::Failed(message)), _) => {
+                self.kill(target, run).await;
                 Err(Error::internal(format!("the container runtime failed the exec: {message}")))
             }
+            (Ok(Completion::Released), None) => Err(Error::internal("an exec was released before its trailer")),
             (Err(e), _) if e.code == ErrorCode::ConnectionLost => {
                 self.kill(target, run).await;
                 Err(e)
@@ -276,10 +359,10 @@ impl ExecEngine {
         }
     }
 
-    /// Best-effort kill of one run's process group through a second exec.
+    /// Best-effort kill of one run's process tree through a second exec.
     async fn kill(&self, target: &ExecTarget, run: &str) {
-        let argv = script::kill_argv(&[run.to_owned()]);
-        let work = self.run_with(target, argv, None, |rx| consume_with(rx, |_| Ok(())));
+        let argv = kill::kill_argv(&[run.to_owned()]);
+        let work = self.run_with(target, argv, None, Release::new(), |rx| drain_channel(rx));
         // Failure leaves an orphan for the next sweep; nothing better to do here.
         let _ = tokio::time::timeout(KILL_TIMEOUT, work).await;
     }
@@ -292,7 +375,7 @@ enum Stop {
 }
 
 /// The `aborted` error; its message is exactly "aborted", as callers match on it.
-fn aborted() -> Error {
+pub(crate) fn aborted() -> Error {
     Error::new(ErrorCode::Aborted, "aborted")
 }
 
@@ -303,11 +386,8 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Hands chunks to `on_chunk` until the run ends or it fails.
-async fn consume_with(mut rx: mpsc::Receiver<OutputChunk>, mut on_chunk: impl FnMut(OutputChunk) -> Result<()>) -> Result<()> {
-    while let Some(chunk) = rx.recv().await {
-        on_chunk(chunk)?;
-    }
+async fn drain_channel(mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
+    while rx.recv().await.is_some() {}
     Ok(())
 }
 
@@ -316,6 +396,7 @@ pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -
     match ended {
         Completion::Exited(code) => Ok(code),
         Completion::Failed(message) => Err(Error::internal(format!("{what} failed in the container runtime: {message}"))),
+        Completion::Released => Err(Error::internal(format!("{what} was released before it ended"))),
     }
     .and_then(|code| match code {
         0 => Ok(0),
@@ -326,10 +407,83 @@ pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -
     })
 }
 
-/// Collects a user command's output: strips the wrapper's header, keeps the
-/// capped buffers, forwards every chunk to the caller's channel.
+/// The wrapper's side of a run's output: strips the trailers, hands the rest
+/// to the sink, and releases the session once both trailers are in (or the
+/// sink is done).
+struct Wrapped<'s, K> {
+    stdout: TrailerScanner,
+    stderr: TrailerScanner,
+    sink: &'s mut K,
+    release: Release,
+    sink_done: bool,
+    pieces: Vec<Bytes>,
+}
+
+impl<'s, K: Sink> Wrapped<'s, K> {
+    fn new(run: &str, sink: &'s mut K, release: Release) -> Self {
+        Wrapped {
+            stdout: TrailerScanner::new(run),
+            stderr: TrailerScanner::new(run),
+            sink,
+            release,
+            sink_done: false,
+            pieces: Vec::new(),
+        }
+    }
+
+    async fn consume(&mut self, mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
+        while let Some(OutputChunk { stream, data }) = rx.recv().await {
+            if self.release.is_requested() {
+                continue;
+            }
+            let scanner = match stream {
+                Stream::Stdout => &mut self.stdout,
+                Stream::Stderr => &mut self.stderr,
+            };
+            let pieces = &mut self.pieces;
+            scanner.feed(data, |piece| pieces.push(piece));
+            self.deliver(stream).await?;
+            if self.stdout.status().is_some() && self.stderr.status().is_some() {
+                self.release.drain();
+            }
+        }
+        if !self.release.is_requested() {
+            // The session ended without trailers: what was held back is output.
+            for stream in [Stream::Stdout, Stream::Stderr] {
+                let scanner = match stream {
+                    Stream::Stdout => &mut self.stdout,
+                    Stream::Stderr => &mut self.stderr,
+                };
+                self.pieces.extend(scanner.finish());
+                self.deliver(stream).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn deliver(&mut self, stream: Stream) -> Result<()> {
+        for data in std::mem::take(&mut self.pieces) {
+            if self.sink_done {
+                break;
+            }
+            if let Flow::Done = self.sink.output(OutputChunk { stream, data }).await? {
+                self.sink_done = true;
+                self.release.close();
+            }
+        }
+        Ok(())
+    }
+
+    /// How the wrapper said the command ended, and whether the sink ended it.
+    fn end(&self) -> (Option<WrapperEnd>, bool) {
+        let status = self.stdout.status().or(self.stderr.status());
+        (status.and_then(WrapperEnd::parse), self.sink_done)
+    }
+}
+
+/// Collects a user command's output: keeps the capped buffers, forwards
+/// every chunk to the caller's channel.
 struct Collector {
-    header: HeaderLine,
     stdout: HeadBuffer,
     stderr: HeadBuffer,
     output: Option<mpsc::Sender<OutputChunk>>,
@@ -337,40 +491,28 @@ struct Collector {
 
 impl Collector {
     fn new(limit: usize, output: Option<mpsc::Sender<OutputChunk>>) -> Self {
-        Collector {
-            header: HeaderLine::default(),
-            stdout: HeadBuffer::new(limit),
-            stderr: HeadBuffer::new(limit),
-            output,
-        }
-    }
-
-    async fn consume(&mut self, mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
-        while let Some(OutputChunk { stream, data }) = rx.recv().await {
-            let data = match stream {
-                Stream::Stdout => match self.header.feed(data) {
-                    Some(rest) => rest,
-                    None => continue,
-                },
-                Stream::Stderr => data,
-            };
-            match stream {
-                Stream::Stdout => self.stdout.push(&data),
-                Stream::Stderr => self.stderr.push(&data),
-            }
-            if let Some(tx) = &self.output {
-                if tx.send(OutputChunk { stream, data }).await.is_err() {
-                    // The consumer is gone; the result buffers still fill.
-                    self.output = None;
-                }
-            }
-        }
-        Ok(())
+        Collector { stdout: HeadBuffer::new(limit), stderr: HeadBuffer::new(limit), output }
     }
 
     fn result(self, exit_code: Option<i32>, timed_out: bool) -> ExecResult {
         let truncated = self.stdout.truncated() || self.stderr.truncated();
         ExecResult { exit_code, timed_out, stdout: self.stdout.into_inner(), stderr: self.stderr.into_inner(), truncated }
+    }
+}
+
+impl Sink for Collector {
+    async fn output(&mut self, chunk: OutputChunk) -> Result<Flow> {
+        match chunk.stream {
+            Stream::Stdout => self.stdout.push(&chunk.data),
+            Stream::Stderr => self.stderr.push(&chunk.data),
+        }
+        if let Some(tx) = &self.output {
+            if tx.send(chunk).await.is_err() {
+                // The consumer is gone; the result buffers still fill.
+                self.output = None;
+            }
+        }
+        Ok(Flow::More)
     }
 }
 

@@ -2,32 +2,36 @@
 //! what the API lacks — cwd, env, stdin with EOF, timeouts, abort, killing the
 //! whole process tree, orphan cleanup, a concurrency cap and backpressure.
 //!
-//! Layout: [`script`] holds the fixed shell scripts (user input only as
-//! positional arguments); [`runtime`] is the transport ([`Runtime`], with
-//! [`PodExecRuntime`] speaking the pods/exec channel protocol); [`watch`] fails execs
-//! whose pod goes away; [`engine`] ties them together; [`status`] and
-//! [`output`] are the pure pieces.
+//! Layout: [`wrapper`] is the fixed shell script around a user command (user
+//! input only as positional arguments) and [`trailer`] the line it ends each
+//! stream with; [`kill`] finds and kills a command's process tree;
+//! [`runtime`] is the transport ([`Runtime`], with [`PodExecRuntime`]
+//! speaking the pods/exec channel protocol); [`watch`] fails execs whose pod
+//! goes away; [`engine`] ties them together; [`status`] and [`output`] are
+//! the pure pieces.
 //!
-//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <env…>`:
-//! the wrapper starts the command in its own session (`setsid`), records the
-//! process-group id under `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`, and
-//! waits. Timeout, abort and a dropped connection kill that group with a
-//! second exec; [`ExecEngine::sweep_orphans`] kills groups of runs that are no
-//! longer live. Descendants that call `setsid` themselves leave the group and
-//! escape the kill.
+//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <env…>`:
+//! the wrapper records its pid under `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`,
+//! runs the command in the foreground, and writes a trailer with its exit
+//! status. Timeout, abort and a dropped connection kill the command's process
+//! tree with a second exec; [`ExecEngine::sweep_orphans`] kills the trees of
+//! runs that are no longer live. A descendant that both leaves the tree and
+//! clears its environment escapes the kill.
 
 mod engine;
+pub mod kill;
 pub mod output;
 mod runs;
 mod runtime;
-pub mod script;
 pub mod status;
+pub mod trailer;
 mod watch;
+pub mod wrapper;
 
+pub(crate) use engine::{aborted, script_status, Command, Flow, RunEnd, Sink};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
-pub(crate) use engine::script_status;
 pub use output::{OutputChunk, Stream};
-pub use runtime::{PodExecRuntime, Runtime};
+pub use runtime::{PodExecRuntime, Release, Runtime};
 pub use status::Completion;
 
 /// Where commands run: a container of a pod.

@@ -16,12 +16,18 @@ pub(crate) struct Runs {
     state: Mutex<(u64, BTreeSet<u64>)>,
 }
 
+/// How often a run asks its wrapper to remove the finished runs' records.
+const CLEANUP_EVERY: u64 = 256;
+
 /// A live run; it stops being live when dropped.
 pub(crate) struct RunGuard {
     runs: Arc<Runs>,
     counter: u64,
     /// The run id, only `[0-9a-f.]`: safe as a file name and in scripts.
     pub(crate) id: String,
+    /// Every [`CLEANUP_EVERY`] runs: the lowest live counter, below which
+    /// every run of this engine has finished (see the wrapper's `$5`).
+    pub(crate) cleanup_bound: Option<u64>,
 }
 
 impl Runs {
@@ -42,7 +48,8 @@ impl Runs {
         let counter = state.0;
         state.0 += 1;
         state.1.insert(counter);
-        RunGuard { runs: self.clone(), counter, id: self.id(counter) }
+        let cleanup_bound = (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.1.first().copied().unwrap_or(counter));
+        RunGuard { runs: self.clone(), counter, id: self.id(counter), cleanup_bound }
     }
 
     /// The next counter and the ids of the live runs, taken together.
@@ -86,5 +93,9 @@ mod tests {
         assert_eq!(r2.id, format!("{}.1", runs.instance()));
         drop(r1);
         assert_eq!(runs.snapshot(), (2, vec![r2.id.clone()]));
+        assert_eq!(r2.cleanup_bound, None);
+        let all: Vec<RunGuard> = (2..CLEANUP_EVERY).map(|_| runs.start()).collect();
+        // The 256th run: r2 (counter 1) is the oldest still live.
+        assert_eq!(all.last().unwrap().cleanup_bound, Some(1));
     }
 }

@@ -18,23 +18,37 @@
 //! without it is `connection_lost`, never exit 0. EOF on stdin needs no close
 //! frame: the engine's scripts read exactly the announced number of stdin
 //! bytes (`head -c`), so commands see EOF on v4 servers too.
+//!
+//! A consumer can end a session before the status (see [`Release`]): the
+//! wrapper's trailer already said how the command ended, while a child it
+//! left running still holds the streams open. A released session is either
+//! closed, or kept reading in the background (output discarded) until the
+//! server ends it, so that child can go on writing to its stdout without
+//! getting EPIPE; those drains belong to the runtime and end with it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
+use futures::stream::{SplitSink, SplitStream};
 use futures::{FutureExt, SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::AttachParams;
 use kube::core::Request;
 use kube::{Client, Resource};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
 
 use super::output::{OutputChunk, Stream};
 use super::status::{decode, Completion};
-use super::watch::PodWatches;
+use super::watch::{PodWatch, PodWatches};
 use super::ExecTarget;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
@@ -46,6 +60,8 @@ const STDIN_MESSAGE_BYTES: usize = 128 * 1024;
 /// much before every read (10–13 % of the client's CPU at 128 KiB, its
 /// default), while a read rarely returns more than a few TLS records.
 const SOCKET_READ_BYTES: usize = 32 * 1024;
+/// Released sessions kept draining at once; beyond this they are closed.
+const MAX_DRAINS: usize = 256;
 
 /// Runs one process in a target and reports how it ended.
 ///
@@ -53,16 +69,56 @@ const SOCKET_READ_BYTES: usize = 32 * 1024;
 /// pauses reading, so backpressure reaches the socket. `stdin`, when given,
 /// is written while output is read. `Err` with [`ErrorCode::ConnectionLost`]
 /// means the process may still be running; any other `Err` means it never
-/// started.
+/// started. Once `release` is requested the run stops delivering output and
+/// returns [`Completion::Released`].
 pub trait Runtime: Send + Sync + 'static {
-    /// Starts `argv` in `target` and waits for it to end.
+    /// Starts `argv` in `target` and waits for it to end or be released.
     fn run<'a>(
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
         stdin: Option<Bytes>,
         output: mpsc::Sender<OutputChunk>,
+        release: Release,
     ) -> BoxFuture<'a, Result<Completion>>;
+}
+
+/// Lets the consumer of a session end it before the server's exit status.
+#[derive(Debug, Clone, Default)]
+pub struct Release {
+    token: CancellationToken,
+    drain: Arc<AtomicBool>,
+}
+
+impl Release {
+    /// A release nobody has requested yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ends the session and keeps reading it in the background, discarding
+    /// what arrives, until the server ends it (children left running keep
+    /// working stdout and stderr).
+    pub fn drain(&self) {
+        self.drain.store(true, Ordering::Release);
+        self.token.cancel();
+    }
+
+    /// Ends the session and closes the connection.
+    pub fn close(&self) {
+        self.token.cancel();
+    }
+
+    /// Whether either was requested.
+    pub fn is_requested(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Resolves once requested; `true` means drain. Cancel safe.
+    pub async fn requested(&self) -> bool {
+        self.token.cancelled().await;
+        self.drain.load(Ordering::Acquire)
+    }
 }
 
 /// [`Runtime`] over the Kubernetes pods/exec subresource (WebSocket,
@@ -70,13 +126,28 @@ pub trait Runtime: Send + Sync + 'static {
 pub struct PodExecRuntime {
     client: Client,
     watches: PodWatches,
+    /// Released sessions still being drained; aborted when the runtime drops.
+    drains: Mutex<JoinSet<()>>,
 }
 
 impl PodExecRuntime {
     /// A runtime using `client`; one connection per exec is inherent to the
     /// HTTP/1.1 upgrade, the client (auth, TLS config) is shared.
     pub fn new(client: Client) -> Self {
-        PodExecRuntime { watches: PodWatches::new(client.clone()), client }
+        PodExecRuntime { watches: PodWatches::new(client.clone()), client, drains: Mutex::default() }
+    }
+
+    /// Keeps a released session reading until the server, the connection or
+    /// the pod ends it; over [`MAX_DRAINS`] it is closed instead.
+    fn keep_draining<S>(&self, session: Session<S>, watch: PodWatch)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut drains = self.drains.lock().expect("drain set poisoned");
+        while drains.try_join_next().is_some() {}
+        if drains.len() < MAX_DRAINS {
+            drains.spawn(drain(session, watch));
+        }
     }
 }
 
@@ -87,6 +158,7 @@ impl Runtime for PodExecRuntime {
         argv: Vec<String>,
         stdin: Option<Bytes>,
         output: mpsc::Sender<OutputChunk>,
+        release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         async move {
             // Subscribed before connecting so the watch lists in parallel; its
@@ -109,90 +181,157 @@ impl Runtime for PodExecRuntime {
             let config = WebSocketConfig::default().read_buffer_size(SOCKET_READ_BYTES);
             let ws = WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await;
             let lost = |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
-            tokio::select! {
-                result = drive(ws, stdin, &output) => match result {
-                    // A node that kills the pod's processes on deletion ends
-                    // the exec with a signal status; if the watch has seen the
-                    // deletion by then, that is what happened.
-                    Ok(Completion::Exited(code)) if code >= 128 => watch.gone_now().map_or(Ok(Completion::Exited(code)), |r| Err(lost(r))),
-                    other => other,
-                },
-                reason = watch.gone() => Err(lost(reason)),
+            let driven = tokio::select! {
+                driven = drive(ws, stdin, &output, &release) => driven,
+                reason = watch.gone() => return Err(lost(reason)),
+            };
+            match driven? {
+                // A node that kills the pod's processes on deletion ends
+                // the exec with a signal status; if the watch has seen the
+                // deletion by then, that is what happened.
+                Driven::Ended(Completion::Exited(code)) if code >= 128 => {
+                    watch.gone_now().map_or(Ok(Completion::Exited(code)), |r| Err(lost(r)))
+                }
+                Driven::Ended(completion) => Ok(completion),
+                Driven::Released { session, drain } => {
+                    if drain {
+                        self.keep_draining(session, watch);
+                    }
+                    Ok(Completion::Released)
+                }
             }
         }
         .boxed()
     }
 }
 
-/// Reads the session until its status frame while feeding stdin; returns the
-/// exit status. A connection that breaks or closes first is `connection_lost`.
-async fn drive<S>(ws: WebSocketStream<S>, stdin: Option<Bytes>, output: &mpsc::Sender<OutputChunk>) -> Result<Completion>
+/// The two halves of a session's WebSocket.
+struct Session<S> {
+    sink: SplitSink<WebSocketStream<S>, Message>,
+    frames: SplitStream<WebSocketStream<S>>,
+}
+
+/// How [`drive`] ended.
+enum Driven<S> {
+    /// The status frame arrived.
+    Ended(Completion),
+    /// The consumer released the session; `drain` as requested.
+    Released { session: Session<S>, drain: bool },
+}
+
+/// Reads the session until its status frame (or a release) while feeding
+/// stdin. A connection that breaks or closes first is `connection_lost`.
+async fn drive<S>(
+    ws: WebSocketStream<S>,
+    stdin: Option<Bytes>,
+    output: &mpsc::Sender<OutputChunk>,
+    release: &Release,
+) -> Result<Driven<S>>
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut sink, mut frames) = ws.split();
-    let feed = async move {
-        if let Some(data) = stdin {
-            for piece in data.chunks(STDIN_MESSAGE_BYTES) {
-                let mut message = BytesMut::with_capacity(piece.len() + 1);
-                message.put_u8(0);
-                message.put_slice(piece);
-                // A failed write means the session ended; the reader says how.
-                if sink.send(Message::Binary(message.freeze())).await.is_err() {
-                    break;
+    let ended = {
+        let feed = async {
+            if let Some(data) = stdin {
+                for piece in data.chunks(STDIN_MESSAGE_BYTES) {
+                    let mut message = BytesMut::with_capacity(piece.len() + 1);
+                    message.put_u8(0);
+                    message.put_slice(piece);
+                    // A failed write means the session ended; the reader says how.
+                    if sink.send(Message::Binary(message.freeze())).await.is_err() {
+                        break;
+                    }
                 }
             }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            ended = read(&mut frames, output) => ended.map(ReadEnd::Status),
+            drain = release.requested() => Ok(ReadEnd::Released(drain)),
+            () = feed => unreachable!("stdin feeding never completes"),
         }
-        // Dropping the sink would close nothing, but keeping it open costs
-        // nothing either and keeps the future simple.
-        std::future::pending::<()>().await;
     };
-    let read = async {
-        loop {
-            let message = match frames.next().await {
-                Some(Ok(m)) => m,
-                Some(Err(e)) => {
-                    return Err(Error::new(
-                        ErrorCode::ConnectionLost,
-                        format!("the exec connection failed before an exit status arrived: {e}"),
-                    ))
-                }
-                None => break,
-            };
-            let data = match message {
-                Message::Binary(data) => data,
-                Message::Close(_) => break,
-                // Text is not part of the binary protocol; pings are answered
-                // by tungstenite itself.
-                _ => continue,
-            };
-            let (Some(&channel), payload) = (data.first(), data.slice(1..)) else { continue };
-            let stream = match channel {
-                1 => Stream::Stdout,
-                2 => Stream::Stderr,
-                // The server sends the status after the last output (client-go's
-                // stream() waits for both copies first), so the session is over;
-                // a status that does not parse is as good as none.
-                3 => {
-                    return serde_json::from_slice::<Status>(&payload)
-                        .map(|s| decode(&s))
-                        .map_err(|e| Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}")))
-                }
-                _ => continue,
-            };
-            if !payload.is_empty() {
-                // Never cancelled mid-send: this chunk is delivered before the
-                // next frame is read.
-                output
-                    .send(OutputChunk { stream, data: payload })
-                    .await
-                    .map_err(|_| Error::internal("exec output consumer went away"))?;
-            }
-        }
-        Err(Error::new(ErrorCode::ConnectionLost, "the exec connection closed without an exit status"))
-    };
-    tokio::select! {
-        result = read => result,
-        () = feed => unreachable!("stdin feeding never completes"),
+    match ended? {
+        ReadEnd::Status(completion) => Ok(Driven::Ended(completion)),
+        ReadEnd::Released(drain) => Ok(Driven::Released { session: Session { sink, frames }, drain }),
     }
+}
+
+enum ReadEnd {
+    Status(Completion),
+    Released(bool),
+}
+
+/// Hands output on until the status frame; a connection that breaks or
+/// closes first is `connection_lost`. Cancel safe between chunks (a chunk
+/// being handed on when cancelled is lost, which only happens on release).
+async fn read<S>(frames: &mut SplitStream<WebSocketStream<S>>, output: &mpsc::Sender<OutputChunk>) -> Result<Completion>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        let message = match frames.next().await {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => {
+                return Err(Error::new(
+                    ErrorCode::ConnectionLost,
+                    format!("the exec connection failed before an exit status arrived: {e}"),
+                ))
+            }
+            None => break,
+        };
+        let data = match message {
+            Message::Binary(data) => data,
+            Message::Close(_) => break,
+            // Text is not part of the binary protocol; pings are answered
+            // by tungstenite itself.
+            _ => continue,
+        };
+        let (Some(&channel), payload) = (data.first(), data.slice(1..)) else { continue };
+        let stream = match channel {
+            1 => Stream::Stdout,
+            2 => Stream::Stderr,
+            // The server sends the status after the last output (client-go's
+            // stream() waits for both copies first), so the session is over;
+            // a status that does not parse is as good as none.
+            3 => {
+                return serde_json::from_slice::<Status>(&payload)
+                    .map(|s| decode(&s))
+                    .map_err(|e| Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}")))
+            }
+            _ => continue,
+        };
+        if !payload.is_empty() {
+            output
+                .send(OutputChunk { stream, data: payload })
+                .await
+                .map_err(|_| Error::internal("exec output consumer went away"))?;
+        }
+    }
+    Err(Error::new(ErrorCode::ConnectionLost, "the exec connection closed without an exit status"))
+}
+
+/// Reads a released session to its end, discarding what arrives, so a child
+/// the command left running can keep writing to the streams it inherited.
+async fn drain<S>(session: Session<S>, mut watch: PodWatch)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Session { sink, mut frames } = session;
+    let to_end = async {
+        while let Some(Ok(message)) = frames.next().await {
+            match message {
+                Message::Binary(data) if data.first() == Some(&3) => break,
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+    };
+    // A deleted pod leaves the session open but silent (kubernetes#129144).
+    tokio::select! {
+        () = to_end => {}
+        _ = watch.gone() => {}
+    }
+    drop(sink);
 }

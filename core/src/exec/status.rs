@@ -13,6 +13,10 @@ pub enum Completion {
     /// The server reported a failure without an exit code (for example the
     /// runtime could not start the process); the status message says why.
     Failed(String),
+    /// The consumer ended the session (see [`super::Release`]) before the
+    /// server sent a status: it learned how the command ended from its
+    /// output (the wrapper's trailer).
+    Released,
 }
 
 /// `Success` → `Exited(0)`; `NonZeroExitCode` with an `ExitCode` cause →

@@ -15,7 +15,7 @@ use bytes::Bytes;
 pub use parse::FileStat;
 
 use crate::exec::output::{HeadBuffer, HeaderLine};
-use crate::exec::script::{no_nul, script_argv};
+use crate::exec::wrapper::{no_nul, script_argv};
 use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
 use crate::error::{Error, ErrorCode, Result};
 

@@ -1,0 +1,85 @@
+//! Killing a command's whole process tree, and the orphan sweep.
+//!
+//! There is no process group to signal: the wrapper runs commands without
+//! `setsid` (a process start per exec; see [`super::wrapper`]). Instead a
+//! kill finds a command's processes in `/proc`: the descendants of the
+//! wrapper (by parent pid), plus every process whose environment carries the
+//! run's marker `AGENT_SANDBOX_RUN=<id>:` (children whose parent died and
+//! were re-parented to the pod's init), plus their descendants. It sends TERM
+//! twice (the second pass catches children forked during the first), waits up
+//! to the grace period for them to go (zombies count as gone), then sends
+//! KILL to every process it found and any new descendant. A process that both
+//! leaves the tree and clears its environment escapes.
+
+use super::wrapper::script_argv;
+
+/// Shell functions for finding and signalling a command's processes.
+///
+/// Inputs: `R` = ` <pid>:<0|1> …` roots (`1`: the root itself too), `M` =
+/// ` <mark> …` marker values. `kc` adds the matching pids to `K`; `ks SIG`
+/// signals `K`; `kt TENTHS` terminates (TERM, grace, KILL); `st PID` succeeds
+/// for a live process and sets `S` to its start time. Never pid 1 or the
+/// script itself.
+macro_rules! kill_lib {
+    () => {
+        r#"st(){ read -r l 2>/dev/null <"/proc/$1/stat"||return 1;set -- ${l##*") "};case $1 in Z|X) return 1;;esac;S=${20};}
+ka(){ case " $K " in *" $1 "*) ;; *) [ "$1" = 1 ]||[ "$1" = "$$" ]||K="$K $1";;esac;}
+kp(){ T="$T $q:$2";}
+kc(){ T=;for s in /proc/[0-9]*/stat;do read -r l 2>/dev/null <"$s"||continue;q=${l%% *};kp ${l##*") "}
+[ -n "$M" ]||continue;v=;{ while IFS= read -r e||[ -n "$e" ];do v=$v$e;done <"/proc/$q/environ";} 2>/dev/null
+for m in $M;do case $v in *"AGENT_SANDBOX_RUN=$m"*) ka "$q";;esac;done;done
+P=$K;for x in $R;do P="$P ${x%:*}";case $x in *:1) ka "${x%:*}";;esac;done
+c=1;while [ -n "$c" ];do c=;for x in $T;do case " $P " in *" ${x#*:} "*) case " $P " in *" ${x%:*} "*) ;; *) P="$P ${x%:*}";ka "${x%:*}";c=1;;esac;;esac;done;done;}
+ks(){ for q in $K;do kill -"$1" "$q";done 2>/dev/null;}
+kt(){ K=;kc;ks TERM;kc;ks TERM;j=0
+while [ "$j" -lt "$1" ];do a=;for q in $K;do st "$q"&&{ a=1;break;};done;[ -z "$a" ]&&break;sleep 0.1 2>/dev/null||sleep 1;j=$((j+1));done
+kc;ks KILL;}
+"#
+    };
+}
+pub(crate) use kill_lib;
+
+/// Kills recorded runs: TERM, up to `$2` tenths of a second of grace, then
+/// KILL.
+///
+/// `$1 = kill`: `$3…` are run ids; a tombstone is left for each (see
+/// [`super::wrapper`]). `$1 = sweep`: `$3` is this engine's instance id, `$4`
+/// its next run counter, `$5…` its live run ids; every other record in the
+/// pod is removed, and the runs still going in them killed, except this
+/// engine's runs numbered `$4` or higher (started after the sweep was
+/// planned). A truncated record is a finished run: the children it left
+/// running on purpose are not touched.
+pub const KILL: &str = concat!(
+    kill_lib!(),
+    r#"r=${TMPDIR:-/tmp}/.agent-sandbox/run;m=$1;g=$2;shift 2
+[ -d "$r" ]||exit 0
+R=;M=;l=
+ad(){ read -r x y 2>/dev/null <"$r/$1"||return 0;[ -n "$x" ]||return 0;M="$M $1:";st "$x"&&[ "$S" = "$y" ]&&R="$R $x:0";}
+if [ "$m" = kill ];then for i;do : >"$r/$i.k";ad "$i";done
+else e=$1;n=$2;shift 2
+for f in "$r"/*;do i=${f##*/};i=${i%.k}
+case $i in '*') continue;;"$e".*) [ "${i#"$e".}" -ge "$n" ]&&continue;;esac
+for a;do [ "$a" = "$i" ]&&continue 2;done
+case " $l " in *" $i "*) continue;;esac
+l="$l $i";ad "$i";done;fi
+[ -n "$M" ]&&kt "$g"
+if [ "$m" != kill ]&&[ -n "$l" ];then set --;for i in $l;do set -- "$@" "$r/$i" "$r/$i.k";done;rm -f -- "$@";fi
+exit 0"#
+);
+
+/// Grace between TERM and KILL, in the tenths of a second [`KILL`] counts.
+pub const KILL_GRACE_TENTHS: u32 = 20;
+
+/// `argv` killing the given runs (see [`KILL`]).
+pub fn kill_argv(run_ids: &[String]) -> Vec<String> {
+    let mut args = vec!["kill".to_owned(), KILL_GRACE_TENTHS.to_string()];
+    args.extend(run_ids.iter().cloned());
+    script_argv(KILL, args)
+}
+
+/// `argv` sweeping every record that is not a live run of this engine.
+pub fn sweep_argv(instance: &str, next_counter: u64, live: &[String]) -> Vec<String> {
+    let mut args = vec!["sweep".to_owned(), KILL_GRACE_TENTHS.to_string(), instance.to_owned(), next_counter.to_string()];
+    args.extend(live.iter().cloned());
+    script_argv(KILL, args)
+}

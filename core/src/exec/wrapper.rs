@@ -1,0 +1,218 @@
+//! The wrapper around a user command, and the argument vectors that carry a
+//! request into the engine's scripts.
+//!
+//! User input (command, cwd, env, paths) only ever travels as positional
+//! arguments (`"$1"`, `"$@"`); it is never spliced into script text, so no
+//! quoting bug can turn data into code. The scripts are POSIX `sh` (tested
+//! with dash) and need only `mkdir`, `env` and `head` from the image.
+//!
+//! Run records: while a command runs, `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`
+//! holds the wrapper's pid and start time, the root of the process tree a
+//! kill walks (see [`super::kill`]). A kill first drops a tombstone
+//! `<runid>.k`, then reads the record; the command's shell checks for the
+//! tombstone after the record exists and before it starts the command. One
+//! of the two always sees the other, so a kill that races the start of a
+//! command still stops it.
+
+use crate::error::{Error, Result};
+
+/// Interpreter for every script: the one binary the image must have.
+pub const SHELL: &str = "/bin/sh";
+
+/// Name of the environment variable that marks every process of a run or a
+/// spawned process (`<id>:`), so a kill finds them after their parent died.
+pub const MARKER: &str = "AGENT_SANDBOX_RUN";
+
+/// The wrapper around a user command.
+///
+/// `$1` run id, `$2` cwd (empty: stay in the exec's directory), `$3` command,
+/// `$4` stdin byte count (empty: no stdin), `$5` cleanup bound (empty: none),
+/// `$6…` `NAME=VALUE` pairs.
+///
+/// The command runs in the foreground as `/bin/sh -c "$3"`: one fork and one
+/// exec beyond the wrapper's own shell (no `setsid`, no `&`: a background
+/// job would start with SIGINT ignored and stdin on /dev/null), with
+/// `AGENT_SANDBOX_RUN=<runid>:` in its environment. When it exits, the
+/// wrapper truncates its record (an `rm` would be one more process) and
+/// writes the trailer (see [`super::trailer`]) with the exit status to stdout
+/// and stderr; `cwd` and `rundir` trailers report a command that was never
+/// started. The engine ends the exec at the trailers, so children the
+/// command left behind (`server &`) keep running without holding the call.
+///
+/// Stdin: the command gets it through `head -c <count>`, so it sees EOF after
+/// exactly the bytes we send, on v4 servers (which cannot signal EOF) as on
+/// v5; a `cat` then drains what the command left unread (otherwise the server
+/// closes its socket with stdin bytes pending, the kernel answers with a
+/// reset, and the exit status is lost). The wrapper has its stderr on
+/// /dev/null while it waits, so its job reports ("Terminated" after a kill)
+/// do not reach the user; the command has the real one. Env pairs are applied
+/// by `env`, so a user `PATH` cannot break the wrapper.
+///
+/// A cleanup bound `K` makes the wrapper remove, in the background, the
+/// records of this engine's runs numbered below `K` (all finished): the
+/// engine asks for it every few hundred runs so truncated records do not pile up.
+pub const WRAPPER: &str = r#"i=$1;r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$i;c=$3;n=$4;k=$5
+t(){ printf '\036asb %s %s\n' "$i" "$1";printf '\036asb %s %s\n' "$i" "$1" >&2;}
+w(){ set -- ${1##*") "};echo "$$ ${20}" >"$f";}
+q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.k};case $y in ''|*[!0-9]*) continue;;esac;[ "$y" -lt "$b" ]&&set -- "$@" "$x";done;[ $# -gt 0 ]&&rm -f -- "$@" </dev/null >/dev/null 2>&1 &}
+[ -d "$r" ]||mkdir -p "$r" 2>/dev/null||{ t rundir;exit 0;}
+if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ t cwd;exit 0;};fi
+read -r l </proc/self/stat;w "$l"
+shift 5
+[ $# -gt 0 ]&&e='env --'||e=
+{ if [ -n "$n" ];then head -c "$n"|{ ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s";}
+else ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) </dev/null 2>&4 4>&-
+fi;} 4>&2 2>/dev/null
+s=$?
+[ -e "$f" ]&&: >"$f"
+[ -n "$k" ]&&q "$k"
+t "$s"
+exit "$s""#;
+
+/// `argv` for `/bin/sh -c <script> sh <args…>`; `$0` is `sh` so the shell's
+/// own messages read naturally.
+pub fn script_argv(script: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut argv = vec![SHELL.to_owned(), "-c".to_owned(), script.to_owned(), "sh".to_owned()];
+    argv.extend(args);
+    argv
+}
+
+/// What a user command needs besides its run id.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec<'a> {
+    /// The shell command line.
+    pub command: &'a str,
+    /// Directory to run in; empty means the exec's default directory.
+    pub cwd: &'a str,
+    /// Extra environment, applied over the pod's own.
+    pub env: &'a [(String, String)],
+    /// Number of stdin bytes that will be sent, if any.
+    pub stdin_len: Option<usize>,
+}
+
+/// Checks a request and builds the wrapper's `argv`. Fails with
+/// `invalid_request` before anything runs: bad env names, and NUL bytes
+/// anywhere (argv strings cannot carry them). `cleanup` is the bound passed
+/// as `$5` (see [`WRAPPER`]).
+pub fn wrapper_argv(run_id: &str, spec: &CommandSpec<'_>, cleanup: Option<u64>) -> Result<Vec<String>> {
+    no_nul("command", spec.command)?;
+    no_nul("cwd", spec.cwd)?;
+    let mut args = Vec::with_capacity(5 + spec.env.len());
+    args.push(run_id.to_owned());
+    args.push(spec.cwd.to_owned());
+    args.push(spec.command.to_owned());
+    args.push(spec.stdin_len.map(|n| n.to_string()).unwrap_or_default());
+    args.push(cleanup.map(|n| n.to_string()).unwrap_or_default());
+    args.extend(env_pairs(spec.env)?);
+    Ok(script_argv(WRAPPER, args))
+}
+
+/// `NAME=VALUE` arguments for `env --`, each name checked.
+pub fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
+    env.iter()
+        .map(|(name, value)| {
+            validate_env_name(name)?;
+            if value.contains('\0') {
+                return Err(Error::invalid_request(format!(
+                    "env variable {name:?}: the value contains a NUL byte, which a process environment cannot hold"
+                )));
+            }
+            Ok(format!("{name}={value}"))
+        })
+        .collect()
+}
+
+/// An env name must be a shell identifier: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn validate_env_name(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_request(format!(
+            "env variable name {name:?} is not a shell identifier ([A-Za-z_][A-Za-z0-9_]*); nothing was run"
+        )))
+    }
+}
+
+/// Rejects a NUL byte in an argument, naming the argument.
+pub fn no_nul(what: &str, value: &str) -> Result<()> {
+    if value.contains('\0') {
+        Err(Error::invalid_request(format!("{what} contains a NUL byte")))
+    } else {
+        Ok(())
+    }
+}
+
+/// How the wrapper reported the end of a command, from its trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrapperEnd {
+    /// The command ran and exited with this status.
+    Exited(i32),
+    /// `cd` into the requested cwd failed; nothing ran.
+    BadCwd,
+    /// The run directory could not be created; nothing ran.
+    NoRunDir,
+}
+
+impl WrapperEnd {
+    /// Parses a trailer's status token.
+    pub fn parse(token: &str) -> Option<Self> {
+        match token {
+            "cwd" => Some(Self::BadCwd),
+            "rundir" => Some(Self::NoRunDir),
+            n => n.parse().ok().map(Self::Exited),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn env_names() {
+        for ok in ["A", "_", "PATH", "a_1", "_X9"] {
+            validate_env_name(ok).unwrap();
+        }
+        for bad in ["", "1A", "A-B", "A B", "A=B", "É", "$A", "a.b"] {
+            let e = validate_env_name(bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidRequest);
+            assert!(e.message.contains(&format!("{bad:?}")), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn wrapper_arguments_are_positional() {
+        let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
+        let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3) };
+        let argv = wrapper_argv("i.1", &spec, Some(7)).unwrap();
+        assert_eq!(&argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
+        assert_eq!(&argv[4..], &["i.1", "/w s", "echo \"$A\"", "3", "7", "A=x'$(y)`z`\n"]);
+        let no_stdin = CommandSpec { stdin_len: None, env: &[], ..spec };
+        assert_eq!(&wrapper_argv("i.2", &no_stdin, None).unwrap()[7..], &["", ""]);
+    }
+
+    #[test]
+    fn bad_env_and_nul_are_rejected() {
+        let env = vec![("OK".to_owned(), "v".to_owned()), ("B-AD".to_owned(), "v".to_owned())];
+        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin_len: None };
+        assert!(wrapper_argv("i.1", &spec, None).unwrap_err().message.contains("\"B-AD\""));
+        let env = vec![("A".to_owned(), "a\0b".to_owned())];
+        let spec = CommandSpec { env: &env, ..spec };
+        assert_eq!(wrapper_argv("i.1", &spec, None).unwrap_err().code, ErrorCode::InvalidRequest);
+        let spec = CommandSpec { command: "a\0", env: &[], ..spec };
+        assert_eq!(wrapper_argv("i.1", &spec, None).unwrap_err().code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn trailer_tokens() {
+        assert_eq!(WrapperEnd::parse("0"), Some(WrapperEnd::Exited(0)));
+        assert_eq!(WrapperEnd::parse("137"), Some(WrapperEnd::Exited(137)));
+        assert_eq!(WrapperEnd::parse("cwd"), Some(WrapperEnd::BadCwd));
+        assert_eq!(WrapperEnd::parse("rundir"), Some(WrapperEnd::NoRunDir));
+        assert_eq!(WrapperEnd::parse("x"), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! A [`Runtime`] that runs the engine's argv as a local child process: the
+//! real wrapper and scripts under this machine's `/bin/sh` (dash), real
+//! processes, real `/proc`, no cluster. A test double named as such: it
+//! stands in for pods/exec to test the engine's timing, kill, trailer and
+//! process logic quickly; the cluster suites test the real transport.
+//!
+//! Like a kubelet it reports the exit status only after the process has
+//! exited and both output pipes have closed, closes stdin after the bytes
+//! (a v5 server's EOF), and reports death by signal N as 128+N. Each runtime
+//! has its own `TMPDIR`, so run records and process files of tests never mix.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stream};
+use sandbox_core::{Error, ErrorCode, Result};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+/// Runs argv locally with `TMPDIR` set to its own directory.
+pub struct LocalRuntime {
+    tmpdir: PathBuf,
+}
+
+impl LocalRuntime {
+    /// A runtime whose commands see `TMPDIR=<tmpdir>`.
+    pub fn new(tmpdir: &Path) -> Self {
+        LocalRuntime { tmpdir: tmpdir.to_owned() }
+    }
+}
+
+/// A fresh directory under the system temp dir, removed by the OS eventually.
+pub fn scratch(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "asb-{label}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An engine over a [`LocalRuntime`] in a fresh TMPDIR; returns the dir too.
+pub fn local_engine(label: &str) -> (ExecEngine, PathBuf) {
+    let dir = scratch(label);
+    (ExecEngine::with_runtime(Box::new(LocalRuntime::new(&dir)), 64), dir)
+}
+
+/// The target a local engine ignores.
+pub fn target() -> ExecTarget {
+    ExecTarget { namespace: "local".into(), pod: "local".into(), container: None }
+}
+
+/// Whether a local process is alive (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit(") ").next().and_then(|s| s.chars().next()), Some('Z' | 'X')),
+        Err(_) => false,
+    }
+}
+
+async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: mpsc::Sender<OutputChunk>) {
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                // A closed session stops reading: the writer gets EPIPE, as
+                // when a real exec connection closes.
+                if output.send(OutputChunk { stream, data: Bytes::copy_from_slice(&buf[..n]) }).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Runtime for LocalRuntime {
+    fn run<'a>(
+        &'a self,
+        _target: &'a ExecTarget,
+        argv: Vec<String>,
+        stdin: Option<Bytes>,
+        output: mpsc::Sender<OutputChunk>,
+        release: Release,
+    ) -> BoxFuture<'a, Result<Completion>> {
+        async move {
+            let mut child = tokio::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .env("TMPDIR", &self.tmpdir)
+                .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::new(ErrorCode::Internal, format!("spawn: {e}")))?;
+            if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+                tokio::spawn(async move {
+                    let _ = pipe.write_all(&data).await;
+                    let _ = pipe.shutdown().await;
+                });
+            }
+            let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+            // Output goes through a relay channel so a release can stop
+            // delivery while the pipes are still read (a drain).
+            let (tx, mut rx) = mpsc::channel::<OutputChunk>(16);
+            let session = tokio::spawn(async move {
+                tokio::join!(pump(out, Stream::Stdout, tx.clone()), pump(err, Stream::Stderr, tx));
+                child.wait().await
+            });
+            loop {
+                tokio::select! {
+                    chunk = rx.recv() => match chunk {
+                        Some(chunk) => {
+                            if output.send(chunk).await.is_err() {
+                                return Err(Error::internal("exec output consumer went away"));
+                            }
+                        }
+                        None => break,
+                    },
+                    drain = release.requested() => {
+                        if drain {
+                            // Keep reading (and discarding) until the pipes close.
+                            tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                        }
+                        return Ok(Completion::Released);
+                    }
+                }
+            }
+            let status = session.await.unwrap().map_err(|e| Error::internal(format!("wait: {e}")))?;
+            Ok(Completion::Exited(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))))
+        }
+        .boxed()
+    }
+}

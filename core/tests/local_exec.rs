@@ -1,0 +1,196 @@
+//! The exec engine over [`common::LocalRuntime`] (local processes, the real
+//! wrapper and kill scripts): returning when the command's own process exits,
+//! trailers, tree kill on timeout and abort, the orphan sweep and record
+//! cleanup. The same behaviours are tested against the cluster in
+//! `__test__/exec.test.mjs`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{alive, local_engine, target};
+use sandbox_core::exec::ExecRequest;
+use sandbox_core::ErrorCode;
+
+fn request(command: &str, cwd: &str) -> ExecRequest {
+    ExecRequest::new(command, cwd)
+}
+
+fn pids(stdout: &[u8]) -> Vec<u32> {
+    String::from_utf8_lossy(stdout).split_whitespace().filter_map(|w| w.parse().ok()).collect()
+}
+
+#[tokio::test]
+async fn exit_codes_and_streams() {
+    let (engine, dir) = local_engine("codes");
+    let cwd = dir.to_str().unwrap();
+    for (command, code) in [("true", 0), ("false", 1), ("exit 7", 7), ("no-such-command-xyz", 127)] {
+        let r = engine.exec(&target(), request(command, cwd)).await.unwrap();
+        assert_eq!(r.exit_code, Some(code), "{command}");
+    }
+    let r = engine.exec(&target(), request("echo out; echo err >&2; printf tail", cwd)).await.unwrap();
+    assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"out\ntail"[..], &b"err\n"[..]));
+}
+
+#[tokio::test]
+async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
+    let (engine, dir) = local_engine("background");
+    let t0 = Instant::now();
+    let r = engine
+        .exec(&target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap()))
+        .await
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
+    assert_eq!(r.exit_code, Some(0));
+    let out = String::from_utf8(r.stdout).unwrap();
+    assert!(out.ends_with("started\n"), "{out:?}");
+    let pid = pids(out.as_bytes())[0];
+    assert!(alive(pid), "the background child keeps running");
+    // Its pipes are still being drained: it can write without EPIPE.
+    let r = engine
+        .exec(&target(), request("(sleep 0.3; echo late; sleep 2; touch wrote-after) & echo x", dir.to_str().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, b"x\n");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(dir.join("wrote-after").exists(), "a child writing after the exec returned was not killed by EPIPE");
+    std::process::Command::new("kill").arg(pid.to_string()).status().unwrap();
+}
+
+#[tokio::test]
+async fn output_that_looks_like_a_trailer_is_output() {
+    let (engine, dir) = local_engine("fake-trailer");
+    let r = engine
+        .exec(&target(), request(r"printf '\036asb 0.1 0\n\036asb'; printf '\036' >&2", dir.to_str().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(r.stdout, b"\x1easb 0.1 0\n\x1easb");
+    assert_eq!(r.stderr, b"\x1e");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_tree_including_reparented_children() {
+    let (engine, dir) = local_engine("timeout");
+    let cwd = dir.to_str().unwrap();
+    let mut req = request("(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 2; touch child-ran) & sleep 100", cwd);
+    req.timeout = Some(Duration::from_millis(500));
+    let r = engine.exec(&target(), req).await.unwrap();
+    assert_eq!((r.exit_code, r.timed_out), (None, true));
+    let found = pids(&r.stdout);
+    assert_eq!(found.len(), 2, "{:?}", String::from_utf8_lossy(&r.stdout));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for pid in found {
+        assert!(!alive(pid), "pid {pid} survived the kill");
+    }
+    assert!(!dir.join("child-ran").exists());
+}
+
+#[tokio::test]
+async fn a_term_ignoring_command_is_killed_after_the_grace() {
+    let (engine, dir) = local_engine("ignoreterm");
+    let mut req = request("trap '' TERM; (trap '' TERM; sleep 4; touch child-ran) & sleep 100", dir.to_str().unwrap());
+    req.timeout = Some(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let r = engine.exec(&target(), req).await.unwrap();
+    assert!(r.timed_out);
+    assert!(t0.elapsed() >= Duration::from_secs(2), "KILL came before the grace: {:?}", t0.elapsed());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!dir.join("child-ran").exists());
+}
+
+#[tokio::test]
+async fn abort_kills_the_tree_and_fails_with_aborted() {
+    let (engine, dir) = local_engine("abort");
+    let req = request("(sleep 1; touch child-ran) & sleep 100", dir.to_str().unwrap());
+    let cancel = req.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let e = engine.exec(&target(), req).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Aborted);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!dir.join("child-ran").exists());
+}
+
+#[tokio::test]
+async fn a_missing_cwd_runs_nothing() {
+    let (engine, dir) = local_engine("cwd");
+    let missing = dir.join("missing");
+    let e = engine.exec(&target(), request("touch ran", missing.to_str().unwrap())).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert!(!dir.join("ran").exists() && !missing.exists());
+}
+
+#[tokio::test]
+async fn stdin_reaches_eof_and_unread_stdin_does_not_hang() {
+    let (engine, dir) = local_engine("stdin");
+    let cwd = dir.to_str().unwrap();
+    let mut req = request("cat; echo eof >&2", cwd);
+    req.stdin = Some(bytes::Bytes::from_static(b"abc\0def"));
+    let r = engine.exec(&target(), req).await.unwrap();
+    assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"abc\0def"[..], &b"eof\n"[..]));
+    let mut req = request("echo done", cwd);
+    req.stdin = Some(bytes::Bytes::from(vec![0u8; 1 << 20]));
+    assert_eq!(engine.exec(&target(), req).await.unwrap().stdout, b"done\n");
+}
+
+#[tokio::test]
+async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_children() {
+    let dir = common::scratch("sweep");
+    let a = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
+    let cwd = dir.to_str().unwrap().to_owned();
+    // A finished exec of A that left a child running on purpose.
+    let r = a.exec(&target(), request("sleep 60 & echo $!", &cwd)).await.unwrap();
+    let leftover = pids(&r.stdout)[0];
+    // A run of A still going when A "crashes" (its future is dropped).
+    let t = target();
+    let running = a.exec(&t, request("sleep 300", &cwd));
+    let _ = tokio::time::timeout(Duration::from_millis(500), running).await;
+    let before = std::fs::read_dir(dir.join(".agent-sandbox/run")).unwrap().count();
+    assert!(before >= 1);
+
+    let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
+    b.sweep_orphans(&target()).await.unwrap();
+    let sleepers = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
+    let still: Vec<u32> = pids(&sleepers.stdout).into_iter().filter(|p| {
+        std::fs::read(format!("/proc/{p}/environ")).map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}", dir.display()))).unwrap_or(false)
+    }).collect();
+    assert!(still.is_empty(), "the crashed run's command survived the sweep: {still:?}");
+    assert!(alive(leftover), "a finished run's background child was killed by the sweep");
+    // Swept records are removed (a wrapper that outlived its killed command
+    // may truncate its record again right after: an empty record is inert).
+    let left: Vec<_> = std::fs::read_dir(dir.join(".agent-sandbox/run"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    assert!(left.is_empty(), "records left: {left:?}");
+    std::process::Command::new("kill").arg(leftover.to_string()).status().unwrap();
+}
+
+#[tokio::test]
+async fn finished_records_are_cleaned_up_as_runs_go_on() {
+    let (engine, dir) = local_engine("cleanup");
+    let cwd = dir.to_str().unwrap();
+    for _ in 0..300 {
+        engine.exec(&target(), request("true", cwd)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = std::fs::read_dir(dir.join(".agent-sandbox/run")).unwrap().count();
+    assert!(left < 100, "{left} records left after 300 runs");
+}
+
+#[tokio::test]
+async fn a_killed_command_leaves_no_shell_job_report_in_stderr() {
+    let (engine, dir) = local_engine("jobreport");
+    for stdin in [None, Some(bytes::Bytes::from_static(b"x"))] {
+        let mut req = request("echo started; sleep 100", dir.to_str().unwrap());
+        req.timeout = Some(Duration::from_millis(300));
+        req.stdin = stdin;
+        let r = engine.exec(&target(), req).await.unwrap();
+        assert!(r.timed_out);
+        assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"started\n"[..], &b""[..]));
+    }
+}
