@@ -16,6 +16,7 @@ pub mod error;
 pub mod exec;
 pub mod files;
 pub mod lifecycle;
+pub mod process;
 pub mod sandbox;
 
 pub use error::{Error, ErrorCode, Result};

@@ -28,7 +28,7 @@ pub mod trailer;
 mod watch;
 pub mod wrapper;
 
-pub(crate) use engine::{aborted, script_status, Command, Flow, RunEnd, Sink};
+pub(crate) use engine::{aborted, script_status, Command, Flow, Sink};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
 pub use runtime::{PodExecRuntime, Release, Runtime};

@@ -13,6 +13,8 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -25,12 +27,21 @@ use tokio::sync::mpsc;
 /// Runs argv locally with `TMPDIR` set to its own directory.
 pub struct LocalRuntime {
     tmpdir: PathBuf,
+    /// Sessions still to cut after their first chunk of output (a dropped
+    /// connection: the process goes on, the caller gets `connection_lost`).
+    cut: Arc<AtomicUsize>,
 }
 
 impl LocalRuntime {
     /// A runtime whose commands see `TMPDIR=<tmpdir>`.
     pub fn new(tmpdir: &Path) -> Self {
-        LocalRuntime { tmpdir: tmpdir.to_owned() }
+        LocalRuntime { tmpdir: tmpdir.to_owned(), cut: Arc::default() }
+    }
+
+    /// A handle that makes the next `n` sessions with output drop their
+    /// connection after the first chunk.
+    pub fn cutter(&self) -> Arc<AtomicUsize> {
+        self.cut.clone()
     }
 }
 
@@ -51,9 +62,19 @@ pub fn local_engine(label: &str) -> (ExecEngine, PathBuf) {
     (ExecEngine::with_runtime(Box::new(LocalRuntime::new(&dir)), 64), dir)
 }
 
+/// Like [`local_engine`], with the runtime's connection cutter.
+pub fn cuttable_engine(label: &str) -> (ExecEngine, PathBuf, Arc<AtomicUsize>) {
+    let dir = scratch(label);
+    let runtime = LocalRuntime::new(&dir);
+    let cut = runtime.cutter();
+    (ExecEngine::with_runtime(Box::new(runtime), 64), dir, cut)
+}
+
 /// The target a local engine ignores.
-pub fn target() -> ExecTarget {
-    ExecTarget { namespace: "local".into(), pod: "local".into(), container: None }
+pub fn target() -> &'static ExecTarget {
+    static TARGET: std::sync::LazyLock<ExecTarget> =
+        std::sync::LazyLock::new(|| ExecTarget { namespace: "local".into(), pod: "local".into(), container: None });
+    &TARGET
 }
 
 /// Whether a local process is alive (not a zombie).
@@ -118,6 +139,11 @@ impl Runtime for LocalRuntime {
                         Some(chunk) => {
                             if output.send(chunk).await.is_err() {
                                 return Err(Error::internal("exec output consumer went away"));
+                            }
+                            if self.cut.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                                // The process goes on, as with a real dropped connection.
+                                tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                                return Err(Error::new(ErrorCode::ConnectionLost, "the exec connection failed (cut by the test)"));
                             }
                         }
                         None => break,

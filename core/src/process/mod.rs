@@ -1,0 +1,497 @@
+//! Background processes: started by one call, found again from any
+//! connection, provider object or host process, their output kept in the
+//! sandbox and read by sequence number, their exit status kept after they
+//! end (see [`scripts`] for the files, [`stream`] for sequences).
+//!
+//! Nothing is installed in the image: a detached shell (the waiter) starts
+//! the command and records its exit, relays copy its output into files, and
+//! readers are ordinary execs. A process survives every connection ending,
+//! the provider process dying and the API server restarting; it ends with its
+//! pod (suspend, deletion), after which its handle reports `lost`.
+
+mod follow;
+pub mod scripts;
+pub mod stream;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use follow::{exec_reattached, follow, wait};
+pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::exec::output::HeaderLine;
+use crate::exec::wrapper::{env_pairs, no_nul, script_argv};
+use crate::exec::{script_status, Completion, ExecEngine, ExecTarget, OutputChunk, Stream};
+use stream::{State, StreamReader};
+
+/// Default cap of each stream's stored output.
+pub const DEFAULT_CAP: u64 = 32 * 1024 * 1024;
+
+/// What a spawned process reads on stdin.
+#[derive(Debug, Clone, Default)]
+pub enum SpawnStdin {
+    /// Nothing (EOF at once).
+    #[default]
+    None,
+    /// These bytes, then EOF.
+    Bytes(Bytes),
+    /// Kept open for [`write_stdin`] until [`close_stdin`].
+    Open,
+}
+
+/// A command to start in the background.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    /// Shell command line, run by `/bin/sh -c`.
+    pub command: String,
+    /// Working directory; empty keeps the exec's default.
+    pub cwd: String,
+    /// Extra environment over the pod's own (names must be shell identifiers).
+    pub env: Vec<(String, String)>,
+    /// Stdin.
+    pub stdin: SpawnStdin,
+    /// Killed (TERM, 2 s, KILL) this long after it started, by a timer in
+    /// the sandbox: it holds whether or not anyone is connected.
+    pub timeout: Option<Duration>,
+    /// Bytes of each of stdout and stderr kept; later output is dropped and
+    /// reads say `truncated`. At most [`MAX_CAP`].
+    pub max_output_bytes: u64,
+}
+
+impl SpawnRequest {
+    /// A request with defaults: no env, no stdin, no timeout, 32 MiB per stream.
+    pub fn new(command: impl Into<String>, cwd: impl Into<String>) -> Self {
+        SpawnRequest {
+            command: command.into(),
+            cwd: cwd.into(),
+            env: Vec::new(),
+            stdin: SpawnStdin::None,
+            timeout: None,
+            max_output_bytes: DEFAULT_CAP,
+        }
+    }
+}
+
+/// A process as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its id (20 hex digits; in start order).
+    pub id: String,
+    /// Pid of the command's shell in the sandbox.
+    pub pid: u32,
+    /// The command line.
+    pub command: String,
+    /// When it started (ms since the epoch, the starter's clock).
+    pub started_at_ms: u64,
+    /// How it ended, once it has.
+    pub exit: Option<ProcessExit>,
+}
+
+/// What [`poll`] returns.
+#[derive(Debug, Clone)]
+pub struct ProcessPoll {
+    /// Every chunk after the requested sequence, in order.
+    pub chunks: Vec<ProcessChunk>,
+    /// Set once the process has exited and every chunk was delivered.
+    pub exit: Option<ProcessExit>,
+    /// Output past the cap was dropped.
+    pub truncated: bool,
+}
+
+/// Signals [`kill`] accepts.
+pub const SIGNALS: [&str; 9] = ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"];
+
+/// A fresh process id: the start time in ms and 32 random bits, as 20 hex
+/// digits, so ids sort by start time and never collide in practice.
+fn new_id(started_at_ms: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(started_at_ms);
+    h.write_u32(std::process::id());
+    format!("{started_at_ms:012x}{:08x}", h.finish() as u32)
+}
+
+/// Checks a process id from a caller: exactly what [`new_id`] makes.
+pub fn check_id(id: &str) -> Result<()> {
+    if id.len() == 20 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(Error::invalid_request(format!("{id:?} is not a process id (20 hex digits, as spawn returns)")))
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Starts a process; resolves once it runs. `invalid_request` for bad
+/// arguments and `not_found` for a missing cwd, having started nothing.
+pub async fn spawn(engine: &ExecEngine, target: &ExecTarget, request: SpawnRequest) -> Result<ProcessInfo> {
+    spawn_with(engine, target, request, false).await
+}
+
+/// [`spawn`]; `ephemeral` processes are removed a minute after they exit
+/// (the ones behind `exec({ reattach })`, read once).
+pub(crate) async fn spawn_with(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    request: SpawnRequest,
+    ephemeral: bool,
+) -> Result<ProcessInfo> {
+    let SpawnRequest { command, cwd, env, stdin, timeout, max_output_bytes } = request;
+    no_nul("command", &command)?;
+    no_nul("cwd", &cwd)?;
+    if max_output_bytes > MAX_CAP {
+        return Err(Error::invalid_request(format!(
+            "maxOutputBytes of a process can be at most {MAX_CAP} (64 MiB), got {max_output_bytes}"
+        )));
+    }
+    let env = env_pairs(&env)?;
+    let started_at_ms = now_ms();
+    let id = new_id(started_at_ms);
+    let (stdin_arg, stdin_bytes) = match stdin {
+        SpawnStdin::None => (String::new(), None),
+        SpawnStdin::Bytes(b) if b.is_empty() => (String::new(), None),
+        SpawnStdin::Bytes(b) => (b.len().to_string(), Some(b)),
+        SpawnStdin::Open => ("open".to_owned(), None),
+    };
+    let timeout = timeout.map(|t| format!("{:.3}", t.as_secs_f64().max(0.001))).unwrap_or_default();
+    let mut args = vec![
+        id.clone(),
+        cwd.clone(),
+        command.clone(),
+        stdin_arg,
+        timeout,
+        max_output_bytes.to_string(),
+        started_at_ms.to_string(),
+        command.len().to_string(),
+        if ephemeral { "e" } else { "" }.to_owned(),
+    ];
+    args.extend(env);
+    let mut reply = HeaderLine::default();
+    let ran = engine.run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| Ok(drop(reply.feed(chunk)))).await;
+    let (ended, stderr) = match ran {
+        Ok(ran) => ran,
+        // The connection broke: the script may have got far enough to start
+        // the process, which then runs whatever we say. Ask the sandbox.
+        Err(e) if e.code == ErrorCode::ConnectionLost => return started_after_all(engine, target, &id, e).await,
+        Err(e) => return Err(e),
+    };
+    script_status(ended, "starting the process", stderr)?;
+    let line = String::from_utf8_lossy(reply.line().unwrap_or_default()).into_owned();
+    match line.split_once(' ') {
+        Some(("ok", pid)) => Ok(ProcessInfo {
+            id,
+            pid: pid.parse().map_err(|_| Error::internal(format!("the spawn script printed {line:?}")))?,
+            command,
+            started_at_ms,
+            exit: None,
+        }),
+        _ => Err(match line.as_str() {
+            "cwd" => Error::new(
+                ErrorCode::NotFound,
+                format!("cwd {cwd:?} does not exist or is not an accessible directory; nothing was started"),
+            ),
+            "rundir" => Error::internal(
+                "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/proc in the sandbox (is the filesystem read-only? \
+                 set TMPDIR in the pod to a writable directory); nothing was started",
+            ),
+            "short" => Error::new(ErrorCode::ConnectionLost, "stdin did not arrive completely; nothing was started"),
+            other => Error::internal(format!("the spawn script printed {other:?}")),
+        }),
+    }
+}
+
+/// After a spawn whose connection broke: the process if the sandbox has it
+/// (the spawn script finishes in a few milliseconds whether or not anyone is
+/// connected), else the original error. Retries while the sandbox cannot be
+/// reached, for about ten seconds.
+async fn started_after_all(engine: &ExecEngine, target: &ExecTarget, id: &str, lost: Error) -> Result<ProcessInfo> {
+    for attempt in 0..20u32 {
+        tokio::time::sleep(Duration::from_millis(if attempt == 0 { 200 } else { 500 })).await;
+        match find(engine, target, id).await {
+            Ok(Some(info)) => return Ok(info),
+            Ok(None) => break,
+            Err(e) if matches!(e.code, ErrorCode::ConnectionLost | ErrorCode::Unavailable) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::new(lost.code, format!("{}; the process was not started", lost.message)))
+}
+
+/// Every process the sandbox keeps (running, or exited within the
+/// retention), in start order.
+pub async fn list(engine: &ExecEngine, target: &ExecTarget) -> Result<Vec<ProcessInfo>> {
+    list_matching(engine, target, "").await
+}
+
+/// One process, or `None` if the sandbox does not know it.
+pub async fn find(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Option<ProcessInfo>> {
+    check_id(id)?;
+    Ok(list_matching(engine, target, id).await?.into_iter().next())
+}
+
+async fn list_matching(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Vec<ProcessInfo>> {
+    let mut out = Vec::new();
+    let (ended, stderr) =
+        engine.run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| Ok(out.extend_from_slice(&c))).await?;
+    script_status(ended, "listing processes", stderr)?;
+    parse_list(&out)
+}
+
+fn parse_list(out: &[u8]) -> Result<Vec<ProcessInfo>> {
+    let bad = || Error::internal(format!("the process list is malformed: {:?}", String::from_utf8_lossy(&out[..out.len().min(200)])));
+    let end = memchr::memmem::find(out, b".\n").filter(|&i| i == 0 || out[i - 1] == b'\n').ok_or_else(bad)?;
+    let mut texts = &out[end + 2..];
+    let mut list = Vec::new();
+    for line in out[..end].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let line = std::str::from_utf8(line).map_err(|_| bad())?;
+        let f: Vec<&str> = line.split(' ').collect();
+        let [id, pid, at, x, waiter, len] = f.as_slice() else { return Err(bad()) };
+        let len: usize = len.parse().map_err(|_| bad())?;
+        let text = texts.get(..len).ok_or_else(bad)?;
+        texts = &texts[len..];
+        let exit = match (*x, *waiter) {
+            ("-", "1") => None,
+            ("-", _) => Some(ProcessExit::LOST),
+            (token, _) => Some(ProcessExit::from_token(token)),
+        };
+        list.push(ProcessInfo {
+            id: (*id).to_owned(),
+            pid: pid.parse().map_err(|_| bad())?,
+            command: String::from_utf8_lossy(text).into_owned(),
+            started_at_ms: at.parse().map_err(|_| bad())?,
+            exit,
+        });
+    }
+    Ok(list)
+}
+
+/// Every chunk after `after` (a chunk's sequence; `None`: from the start)
+/// that the sandbox has now, and the exit once the process has exited and
+/// all its output is in the chunks.
+pub async fn poll(engine: &ExecEngine, target: &ExecTarget, id: &str, after: Option<u64>) -> Result<ProcessPoll> {
+    check_id(id)?;
+    let cursor = after.map(Cursor::from_sequence).transpose()?.unwrap_or_default();
+    let args = [id.to_owned(), cursor.stdout.to_string(), cursor.stderr.to_string(), "poll".to_owned()];
+    let mut reader = Reader::new(id, cursor);
+    let mut chunks = Vec::new();
+    let ended = engine
+        .run_script_with(target, script_argv(scripts::READ, args), None, |chunk| {
+            reader.feed(chunk, |c| chunks.push(c));
+            Ok(())
+        })
+        .await?;
+    script_status(ended, "reading the process output", crate::exec::output::HeadBuffer::new(0))?;
+    Ok(ProcessPoll { chunks, exit: reader.exit_after_all(), truncated: reader.truncated() })
+}
+
+/// Writes bytes to a process's stdin (spawned with [`SpawnStdin::Open`]).
+/// Waits while the process does not read and its pipe is full.
+pub async fn write_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str, data: Bytes) -> Result<()> {
+    check_id(id)?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    let args = [id.to_owned(), "write".to_owned(), data.len().to_string()];
+    stdin_call(engine, target, id, args.to_vec(), Some(data)).await
+}
+
+/// Closes a process's stdin: it reads EOF once it has read what was written.
+pub async fn close_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<()> {
+    check_id(id)?;
+    stdin_call(engine, target, id, vec![id.to_owned(), "close".to_owned()], None).await
+}
+
+async fn stdin_call(engine: &ExecEngine, target: &ExecTarget, id: &str, args: Vec<String>, data: Option<Bytes>) -> Result<()> {
+    let mut reply = HeaderLine::default();
+    let (ended, stderr) =
+        engine.run_script(target, script_argv(scripts::STDIN, args), data, |c| Ok(drop(reply.feed(c)))).await?;
+    let state = |what: &str| Error::new(ErrorCode::InvalidState, format!("process {id}: {what}"));
+    match ended {
+        Completion::Exited(0) if reply.line() == Some(b"gone") => {
+            Err(state("it no longer exists (its pod was suspended or deleted, or its record expired)"))
+        }
+        Completion::Exited(scripts::stdin_codes::NOT_OPEN) => Err(state("it was spawned without `stdin: true`")),
+        Completion::Exited(scripts::stdin_codes::CLOSED) => Err(state("its stdin was closed")),
+        Completion::Exited(scripts::stdin_codes::EXITED) => Err(state("it has exited")),
+        other => script_status(other, "writing to the process's stdin", stderr).map(drop),
+    }
+}
+
+/// Sends `signal` (one of [`SIGNALS`]) to the process and every process it
+/// started, grandchildren whose parent died included. Resolves once sent; a
+/// process that already ended is not an error.
+pub async fn kill(engine: &ExecEngine, target: &ExecTarget, id: &str, signal: &str) -> Result<()> {
+    check_id(id)?;
+    if !SIGNALS.contains(&signal) {
+        return Err(Error::invalid_request(format!("signal must be one of {}, got {signal:?}", SIGNALS.join(", "))));
+    }
+    let (ended, stderr) =
+        engine.run_script(target, script_argv(scripts::SIGNAL, [id.to_owned(), signal.to_owned()]), None, |_| Ok(())).await?;
+    script_status(ended, "signalling the process", stderr).map(drop)
+}
+
+/// Turns a read script's output into chunks: the state line, then each
+/// stream through its [`StreamReader`].
+pub(crate) struct Reader {
+    id: String,
+    start: Cursor,
+    header: HeaderLine,
+    state: Option<State>,
+    /// stdout, stderr.
+    streams: Option<[StreamReader; 2]>,
+    /// Stderr that arrived before the state line.
+    early: Vec<Bytes>,
+}
+
+impl Reader {
+    pub(crate) fn new(id: &str, start: Cursor) -> Self {
+        Reader { id: id.to_owned(), start, header: HeaderLine::default(), state: None, streams: None, early: Vec::new() }
+    }
+
+    /// Feeds one chunk of a read script's output.
+    pub(crate) fn feed(&mut self, chunk: OutputChunk, mut emit: impl FnMut(ProcessChunk)) {
+        match (chunk.stream, &self.streams) {
+            (Stream::Stdout, None) => {
+                let rest = self.header.feed(chunk.data);
+                let Some(line) = self.header.line() else { return };
+                self.state = State::parse(line);
+                let cap = match &self.state {
+                    Some(State::Known { cap, .. }) => *cap,
+                    _ => 0,
+                };
+                self.streams = Some([
+                    StreamReader::new(&self.id, self.start.stdout, cap),
+                    StreamReader::new(&self.id, self.start.stderr, cap),
+                ]);
+                for early in std::mem::take(&mut self.early) {
+                    self.feed_stream(Stream::Stderr, early, &mut emit);
+                }
+                if let Some(rest) = rest {
+                    self.feed_stream(Stream::Stdout, rest, &mut emit);
+                }
+            }
+            (Stream::Stderr, None) => self.early.push(chunk.data),
+            (stream, Some(_)) => self.feed_stream(stream, chunk.data, &mut emit),
+        }
+    }
+
+    fn feed_stream(&mut self, stream: Stream, data: Bytes, emit: &mut impl FnMut(ProcessChunk)) {
+        let Some(streams) = &mut self.streams else { return };
+        let (mine, other) = match stream {
+            Stream::Stdout => (0, 1),
+            Stream::Stderr => (1, 0),
+        };
+        let other_offset = streams[other].offset();
+        streams[mine].feed(data, |data, offset| {
+            let cursor = match stream {
+                Stream::Stdout => Cursor { stdout: offset, stderr: other_offset },
+                Stream::Stderr => Cursor { stdout: other_offset, stderr: offset },
+            };
+            emit(ProcessChunk { sequence: cursor.sequence(), stream, data });
+        });
+    }
+
+    /// Where the reader stands now.
+    pub(crate) fn cursor(&self) -> Cursor {
+        match &self.streams {
+            Some([o, e]) => Cursor { stdout: o.offset(), stderr: e.offset() },
+            None => self.start,
+        }
+    }
+
+    /// Both streams are complete (trailer seen, or the cap reached): the exit, from a
+    /// trailer or the `x` file; or the process is lost.
+    pub(crate) fn exit_after_all(&self) -> Option<ProcessExit> {
+        let (state, streams) = match (&self.state, &self.streams) {
+            (Some(State::Gone), _) => return Some(ProcessExit::LOST),
+            (Some(state @ State::Known { .. }), Some(streams)) => (state, streams),
+            _ => return None,
+        };
+        let State::Known { exit, waiter_alive, .. } = state else { return None };
+        let complete = streams.iter().all(StreamReader::complete);
+        let token = streams.iter().find_map(StreamReader::trailer).or(exit.as_deref());
+        match (complete, token) {
+            (true, Some(token)) => Some(ProcessExit::from_token(token)),
+            // The waiter died without recording an exit: killed, or its pod went.
+            (_, None) if !waiter_alive => Some(ProcessExit::LOST),
+            _ => None,
+        }
+    }
+
+    /// Whether both streams have their trailer (or cap) in what was read.
+    pub(crate) fn complete(&self) -> bool {
+        self.exit_after_all().is_some()
+    }
+
+    /// Output past the cap was seen.
+    pub(crate) fn truncated(&self) -> bool {
+        self.streams.as_ref().is_some_and(|s| s.iter().any(StreamReader::truncated))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        let id = new_id(1_764_582_000_123);
+        check_id(&id).unwrap();
+        assert!(id.starts_with("019ad8"), "{id}");
+        assert!(new_id(1) < new_id(2));
+        for bad in ["", "x", "0123456789abcdef012", "0123456789ABCDEF0123", "../../../etc/passwd0", "0123456789abcdef012 "] {
+            assert_eq!(check_id(bad).unwrap_err().code, ErrorCode::InvalidRequest, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn list_parses_commands_of_any_bytes() {
+        let out = b"0000000000010000000a 12 5 - 1 3\n0000000000020000000b 13 6 0 0 4\n.\nls\na\nb\n";
+        let l = parse_list(out).unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!((l[0].command.as_str(), l[0].exit), ("ls\n", None));
+        assert_eq!((l[1].command.as_str(), l[1].exit.unwrap().exit_code), ("a\nb\n", Some(0)));
+        assert_eq!(parse_list(b".\n").unwrap(), vec![]);
+        assert!(parse_list(b"x\n").is_err());
+    }
+
+    fn chunk(stream: Stream, data: &'static [u8]) -> OutputChunk {
+        OutputChunk { stream, data: Bytes::from_static(data) }
+    }
+
+    #[test]
+    fn reader_sequences_resume_exactly() {
+        let id = "00000000000100000001";
+        let trailer = b"\x1easb 00000000000100000001 0\n";
+        let mut r = Reader::new(id, Cursor::default());
+        let mut got = Vec::new();
+        r.feed(chunk(Stream::Stderr, b"E1"), |c| got.push(c));
+        r.feed(chunk(Stream::Stdout, b"- 1 100\nO1"), |c| got.push(c));
+        r.feed(chunk(Stream::Stdout, b"O2"), |c| got.push(c));
+        assert!(!r.complete());
+        let mut o = b"O3".to_vec();
+        o.extend_from_slice(trailer);
+        r.feed(OutputChunk { stream: Stream::Stdout, data: o.into() }, |c| got.push(c));
+        r.feed(OutputChunk { stream: Stream::Stderr, data: Bytes::copy_from_slice(trailer) }, |c| got.push(c));
+        assert_eq!(r.exit_after_all().unwrap().exit_code, Some(0));
+        let seqs: Vec<u64> = got.iter().map(|c| c.sequence).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        // Resuming after the second chunk gives exactly the rest.
+        let resume = Cursor::from_sequence(got[1].sequence).unwrap();
+        assert_eq!(resume, Cursor { stdout: 2, stderr: 2 });
+    }
+
+    #[test]
+    fn a_gone_or_orphaned_process_is_lost() {
+        let mut r = Reader::new("00000000000100000001", Cursor::default());
+        r.feed(chunk(Stream::Stdout, b"gone\n"), |_| {});
+        assert_eq!(r.exit_after_all(), Some(ProcessExit::LOST));
+        let mut r = Reader::new("00000000000100000001", Cursor::default());
+        r.feed(chunk(Stream::Stdout, b"- 0 100\n"), |_| {});
+        assert_eq!(r.exit_after_all(), Some(ProcessExit::LOST));
+    }
+}

@@ -1,0 +1,169 @@
+//! The scripts behind spawned processes. Everything about a process lives in
+//! `${TMPDIR:-/tmp}/.agent-sandbox/proc/<id>/`:
+//!
+//! | file | what |
+//! |---|---|
+//! | `p` | `<pid> <waiter pid> <waiter start time> <relay pid> <relay pid> <stdin holder pid or -> <cap> <started ms> <command bytes>` |
+//! | `c` | the command text |
+//! | `o`, `e` | FIFOs: the command's stdout and stderr, read by the relays |
+//! | `1`, `2` | stdout and stderr as written, then the trailer; at most cap + [`MAX_TRAILER`] bytes |
+//! | `i` / `0` | stdin bytes given at spawn / a FIFO kept open for `writeStdin` |
+//! | `0.c` | stdin was closed |
+//! | `t` | the timeout fired |
+//! | `x` | the exit status (or `timeout`), written by the waiter |
+//!
+//! The waiter is a detached shell that starts the command with
+//! `AGENT_SANDBOX_RUN=p<id>:` in its environment (the kill marker), waits for
+//! it, writes `x` and then the trailer (see [`crate::exec::trailer`]) into both
+//! FIFOs. A relay per stream copies its FIFO into the file up to the cap and
+//! then discards the rest, so a chatty process never fills the disk nor
+//! blocks on a full pipe (`stdbuf -o0 head -c`: head alone holds its output
+//! back in a stdio buffer; an image without `stdbuf` gets an uncapped `cat`).
+//! (The relays close the exec's stdout with `exec` before calling their
+//! function: dash keeps a saved copy of a descriptor redirected for a function
+//! call while the function runs, which would hold the spawn call open.) Readers resume from byte offsets (see
+//! [`super::stream`]), so any number of them, from any host, see the same
+//! bytes. Exited processes are removed an hour after they exit, or sooner
+//! when more than 64 exited ones are kept.
+//!
+//! Arguments travel as `$1…` (see [`crate::exec::wrapper`]); ids and numbers
+//! are checked by the caller. All need `mkfifo`, `head`, `cat`, `tail` (GNU:
+//! `-f --pid`), `stat`, `stdbuf`, `touch`, `rm`, `env`, `sleep` from the image.
+
+use crate::exec::kill::kill_lib;
+#[cfg(doc)]
+use crate::exec::trailer::MAX_TRAILER;
+
+/// Lines shared by the scripts that read a process's state: `$d` its
+/// directory from `$1`; `hd` prints the state line
+/// `<x or -> <waiter alive 0|1> <cap>`.
+macro_rules! proc_lib {
+    () => {
+        r#"d=${TMPDIR:-/tmp}/.agent-sandbox/proc/$1
+hd(){ x=-;[ -f "$d/x" ]&&{ read -r x <"$d/x"||x=-;};[ -n "$x" ]||x=-;W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1;echo "$x $W $cap";}
+[ -d "$d" ]||{ echo gone;exit 0;}
+read -r p w ws r1 r2 h cap at n <"$d/p"||{ echo gone;exit 0;}
+"#
+    };
+}
+
+/// Starts a process. `$1` id, `$2` cwd (empty: the exec's), `$3` command,
+/// `$4` stdin (empty: none, `open`: a FIFO for `writeStdin`, else the number
+/// of stdin bytes sent now), `$5` timeout in seconds (empty: none), `$6` cap
+/// per stream, `$7` start time (ms), `$8` command length (bytes), `$9` `e`
+/// for a process removed a minute after it exits (else empty), `$10…`
+/// `NAME=VALUE` pairs. Prints `ok <pid>` once the command runs, or `cwd`,
+/// `rundir`, `short` (stdin incomplete) having started nothing. Also removes,
+/// in the background, exited processes past their retention.
+pub const SPAWN: &str = concat!(
+    kill_lib!(),
+    r#"i=$1;b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$i;c=$3;m=$4;o=$5;cap=$6;L=$(($6+64));at=$7;n=$8
+if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo cwd;exit 0;};fi
+mkdir -p "$d" 2>/dev/null||{ echo rundir;exit 0;}
+if [ "$m" = open ];then mkfifo "$d/o" "$d/e" "$d/0";else mkfifo "$d/o" "$d/e";fi 2>/dev/null||{ rm -rf -- "$d";echo rundir;exit 0;}
+I=/dev/null
+case $m in '') ;; open) I=$d/0;; *) I=$d/i;head -c "$m" >"$I";[ "$(stat -c %s -- "$I")" = "$m" ]||{ rm -rf -- "$d";echo short;exit 0;};;esac
+printf '%s' "$c" >"$d/c";: >"$d/1";: >"$d/2";[ "$9" = e ]&&: >"$d/m"
+shift 9
+v='env --';env --default-signal=INT true 2>/dev/null&&v='env --default-signal=INT,QUIT --'
+if stdbuf -o0 true 2>/dev/null;then y(){ stdbuf -o0 head -c "$L" >>"$1";exec cat;};else y(){ exec cat >>"$1";};fi
+(cd "$b"&&touch -d '1 hour ago' .r&&touch -d '1 minute ago' .m&&{ N=0;for x in */x;do [ -f "$x" ]&&N=$((N+1));done;set --
+for x in */x;do [ -f "$x" ]||continue;{ [ "$N" -gt 64 ]||[ "$x" -ot .r ]||{ [ -e "${x%/x}/m" ]&&[ "$x" -ot .m ];};}&&set -- "$@" "${x%/x}";N=$((N-1));done
+[ $# -gt 0 ]&&rm -rf -- "$@";}) </dev/null >/dev/null 2>&1 &
+(exec 3>&1 >/dev/null 2>&1 </dev/null
+(exec 3>&-;y "$d/1") <"$d/o" &
+r1=$!
+(exec 3>&-;y "$d/2") <"$d/e" &
+r2=$!
+exec 7>"$d/o" 8>"$d/e"
+h=-;if [ "$m" = open ];then exec 9<>"$d/0";sleep 2147483647 <&9 3>&- 7>&- 8>&- 9>&- & h=$!;fi
+AGENT_SANDBOX_RUN=p$i: $v "$@" /bin/sh -c "$c" <"$I" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
+p=$!
+exec 9>&-
+k=;[ -n "$o" ]&&{ (trap 'kill "$s" 2>/dev/null;exit 0' TERM;sleep "$o" & s=$!;wait "$s"||exit 0;: >"$d/t";R=" $p:1";M=" p$i:";kt 20) 3>&- 7>&- 8>&- & k=$!;}
+wr(){ set -- ${1##*") "};echo "$p $W ${20} $r1 $r2 $h $cap $at $n" >"$d/p";}
+read -r l </proc/self/stat;W=${l%% *};wr "$l"
+echo "ok $p" >&3;exec 3>&-
+wait "$p";s=$?
+[ -n "$k" ]&&kill "$k" 2>/dev/null
+[ "$h" != - ]&&kill "$h" 2>/dev/null
+[ -e "$d/t" ]&&s=timeout
+echo "$s" >"$d/x"
+printf '\036asb %s %s\n' "$i" "$s" >&7
+printf '\036asb %s %s\n' "$i" "$s" >&8) &
+exit 0"#
+);
+
+/// Reads a process's output. `$1` id, `$2` stdout offset, `$3` stderr
+/// offset, `$4` `poll` (what is there now) or `follow` (and then everything
+/// written until the waiter exits). Prints the state line (see the module),
+/// then the bytes of `1` from `$2` on stdout and of `2` from `$3` on stderr;
+/// `gone` when the process is unknown.
+pub const READ: &str = concat!(
+    kill_lib!(),
+    proc_lib!(),
+    r#"hd
+if [ "$4" = follow ]&&[ "$W" = 1 ];then tail -c +$(($2+1)) -f -s 0.2 --pid="$w" "$d/1" 2>/dev/null &
+tail -c +$(($3+1)) -f -s 0.2 --pid="$w" "$d/2" 3>&2 2>/dev/null >&3 &
+wait
+else tail -c +$(($2+1)) "$d/1" 2>/dev/null;tail -c +$(($3+1)) "$d/2" 3>&2 2>/dev/null >&3;fi"#
+);
+
+/// Waits until a process's waiter is gone, then prints the state line.
+/// `$1` id.
+pub const WAIT: &str = concat!(
+    kill_lib!(),
+    proc_lib!(),
+    r#"st "$w"&&[ "$S" = "$ws" ]&&tail -f -s 0.2 --pid="$w" /dev/null 2>/dev/null
+hd"#
+);
+
+/// Exit codes of [`STDIN`] besides 0 and the [`READ`] `gone` line.
+pub mod stdin_codes {
+    /// The process was spawned without `stdin: true`.
+    pub const NOT_OPEN: i32 = 96;
+    /// `closeStdin` was called.
+    pub const CLOSED: i32 = 97;
+    /// The process has exited.
+    pub const EXITED: i32 = 98;
+}
+
+/// `$1` id, `$2` `write` (`$3` bytes follow on stdin) or `close`. Writes
+/// into the stdin FIFO (opened read-write, so it never blocks on open), or
+/// closes stdin by ending the process that holds the FIFO open.
+pub const STDIN: &str = concat!(
+    kill_lib!(),
+    proc_lib!(),
+    r#"[ "$h" = - ]&&exit 96
+[ -e "$d/0.c" ]&&exit 97
+[ -f "$d/x" ]&&exit 98
+if [ "$2" = close ];then : >"$d/0.c";kill "$h" 2>/dev/null;exit 0;fi
+exec 4<>"$d/0";head -c "$3" >&4"#
+);
+
+/// `$1` id, `$2` signal name: sends it (twice, to catch children forked in
+/// between) to every process carrying the process's marker and to their
+/// descendants: the whole tree, grandchildren whose parent died included.
+/// `$2 = terminate`: TERM, 2 s of grace, KILL.
+pub const SIGNAL: &str = concat!(
+    kill_lib!(),
+    proc_lib!(),
+    r#"R=;st "$p"&&R=" $p:1";M=" p$1:"
+if [ "$2" = terminate ];then kt 20;else K=;kc;ks "$2";kc;ks "$2";fi"#
+);
+
+/// Lists processes. `$1` an id to list only that one (empty: all). Prints
+/// `<id> <pid> <started ms> <x or -> <waiter alive 0|1> <command bytes>` per
+/// process, a line `.`, then the command texts one after the other.
+pub const LIST: &str = concat!(
+    kill_lib!(),
+    r#"b=${TMPDIR:-/tmp}/.agent-sandbox/proc
+cd "$b" 2>/dev/null||{ echo .;exit 0;}
+g=*;[ -n "$1" ]&&g=$1
+set --
+for f in $g/p;do [ -f "$f" ]||continue;i=${f%/p};read -r p w ws r1 r2 h cap at n <"$f"||continue
+x=-;[ -f "$i/x" ]&&{ read -r x <"$i/x"||x=-;};[ -n "$x" ]||x=-;W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1
+echo "$i $p $at $x $W $n";set -- "$@" "$i/c";done
+echo .
+[ $# -eq 0 ]||cat -- "$@""#
+);

@@ -1,0 +1,217 @@
+//! Reading a process's stored output: sequence numbers, the per-stream
+//! reader that strips the trailer and applies the cap, and the state line the
+//! scripts print first.
+//!
+//! A chunk's `sequence` encodes how far both streams had been read once the
+//! chunk was delivered: `stdout_offset × (2^26 + 1) + stderr_offset`. Each
+//! chunk moves one offset forward, so sequences increase in delivery order;
+//! and any sequence decodes back to the two offsets, so a reader that passes
+//! the last one it saw resumes both streams exactly where it stopped, on any
+//! host, with no gap and no duplicate. Offsets are bounded by the cap (at
+//! most 64 MiB per stream), which keeps sequences below 2^53 (exact in JS).
+
+use bytes::Bytes;
+
+use crate::exec::trailer::TrailerScanner;
+use crate::exec::Stream;
+use crate::error::{Error, Result};
+
+/// Largest cap of one stream's stored output, in bytes.
+pub const MAX_CAP: u64 = 1 << 26;
+const BASE: u64 = MAX_CAP + 1;
+
+/// Where a reader stands in a process's two streams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cursor {
+    /// Bytes of stdout already delivered.
+    pub stdout: u64,
+    /// Bytes of stderr already delivered.
+    pub stderr: u64,
+}
+
+impl Cursor {
+    /// The sequence number of this position.
+    pub fn sequence(self) -> u64 {
+        self.stdout * BASE + self.stderr
+    }
+
+    /// The position a sequence number stands for; `invalid_request` for
+    /// numbers no chunk can carry.
+    pub fn from_sequence(sequence: u64) -> Result<Cursor> {
+        let cursor = Cursor { stdout: sequence / BASE, stderr: sequence % BASE };
+        if cursor.stdout > MAX_CAP {
+            return Err(Error::invalid_request(format!("{sequence} is not a sequence number of process output")));
+        }
+        Ok(cursor)
+    }
+}
+
+/// One piece of a process's output.
+#[derive(Debug, Clone)]
+pub struct ProcessChunk {
+    /// The position after this chunk (see the module doc): pass the last one
+    /// seen to resume.
+    pub sequence: u64,
+    /// Which stream.
+    pub stream: Stream,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// The state line the read and wait scripts print first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum State {
+    /// The process's directory is gone: its pod went (suspend, deletion) or
+    /// the record was removed after its retention.
+    Gone,
+    /// The process is known.
+    Known {
+        /// The `x` file: `None` while the waiter has not recorded an exit.
+        exit: Option<String>,
+        /// The waiter is still alive.
+        waiter_alive: bool,
+        /// The cap per stream.
+        cap: u64,
+    },
+}
+
+impl State {
+    pub(crate) fn parse(line: &[u8]) -> Option<State> {
+        let line = std::str::from_utf8(line).ok()?;
+        if line == "gone" {
+            return Some(State::Gone);
+        }
+        let f: Vec<&str> = line.split(' ').collect();
+        let [x, w, cap] = f.as_slice() else { return None };
+        Some(State::Known { exit: (*x != "-").then(|| (*x).to_owned()), waiter_alive: *w == "1", cap: cap.parse().ok()? })
+    }
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessExit {
+    /// Exit status as the shell reports it (128+n for a signal); `None` when
+    /// the timeout killed it or its end is unknown (`lost`).
+    pub exit_code: Option<i32>,
+    /// The process's timeout fired and killed it.
+    pub timed_out: bool,
+    /// The process ended with its pod (suspend, deletion) or its waiter was
+    /// killed, so its exit status is unknown.
+    pub lost: bool,
+}
+
+impl ProcessExit {
+    pub(crate) const LOST: ProcessExit = ProcessExit { exit_code: None, timed_out: false, lost: true };
+
+    /// From the status token of a trailer or the `x` file.
+    pub(crate) fn from_token(token: &str) -> ProcessExit {
+        match token {
+            "timeout" => ProcessExit { exit_code: None, timed_out: true, lost: false },
+            n => match n.parse() {
+                Ok(code) => ProcessExit { exit_code: Some(code), timed_out: false, lost: false },
+                Err(_) => ProcessExit::LOST,
+            },
+        }
+    }
+}
+
+/// Reads one stream of a process from an offset on: strips the trailer,
+/// drops what lies beyond the cap.
+#[derive(Debug)]
+pub(crate) struct StreamReader {
+    offset: u64,
+    cap: u64,
+    scanner: TrailerScanner,
+    truncated: bool,
+}
+
+impl StreamReader {
+    pub(crate) fn new(id: &str, offset: u64, cap: u64) -> Self {
+        StreamReader { offset, cap, scanner: TrailerScanner::new(id), truncated: false }
+    }
+
+    /// Feeds bytes read from the file at the current position; `emit` gets
+    /// the output pieces (with the offset after each).
+    pub(crate) fn feed(&mut self, data: Bytes, mut emit: impl FnMut(Bytes, u64)) {
+        let (offset, cap, truncated) = (&mut self.offset, self.cap, &mut self.truncated);
+        self.scanner.feed(data, |piece| {
+            let room = cap.saturating_sub(*offset);
+            let keep = (piece.len() as u64).min(room) as usize;
+            if keep < piece.len() {
+                *truncated = true;
+            }
+            if keep > 0 {
+                *offset += keep as u64;
+                emit(piece.slice(..keep), *offset);
+            }
+        });
+    }
+
+    /// The trailer's status token, once seen.
+    pub(crate) fn trailer(&self) -> Option<&str> {
+        self.scanner.status()
+    }
+
+    /// Nothing more will come: the trailer was seen, or the cap reached (the
+    /// relay keeps only [`crate::exec::trailer::MAX_TRAILER`] bytes past it).
+    pub(crate) fn complete(&self) -> bool {
+        self.trailer().is_some() || self.offset >= self.cap
+    }
+
+    /// Bytes delivered so far.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Output beyond the cap was seen and dropped.
+    pub(crate) fn truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_increase_and_decode() {
+        let mut c = Cursor::default();
+        let mut last = c.sequence();
+        for (o, e) in [(5, 0), (5, 3), (MAX_CAP, 3), (MAX_CAP, MAX_CAP)] {
+            c = Cursor { stdout: o, stderr: e };
+            assert!(c.sequence() > last);
+            last = c.sequence();
+            assert_eq!(Cursor::from_sequence(c.sequence()).unwrap(), c);
+        }
+        assert!(last < 1 << 53, "exact in a JS number");
+        assert!(Cursor::from_sequence(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn reader_strips_the_trailer_and_caps() {
+        let mut r = StreamReader::new("p1", 0, 10);
+        let mut got = Vec::new();
+        r.feed(Bytes::from_static(b"0123456"), |b, at| got.push((b, at)));
+        r.feed(Bytes::from_static(b"789abc\x1easb p1 0\nafter"), |b, at| got.push((b, at)));
+        assert_eq!(got.iter().map(|(b, _)| b.as_ref()).collect::<Vec<_>>(), [&b"0123456"[..], b"789"]);
+        assert_eq!(got.last().unwrap().1, 10);
+        assert!(r.truncated() && r.complete());
+        assert_eq!(r.trailer(), Some("0"));
+        let mut r = StreamReader::new("p1", 0, 10);
+        r.feed(Bytes::from_static(b"0123"), |_, _| {});
+        assert!(!r.complete());
+    }
+
+    #[test]
+    fn states() {
+        assert_eq!(State::parse(b"gone"), Some(State::Gone));
+        assert_eq!(State::parse(b"- 1 33554432"), Some(State::Known { exit: None, waiter_alive: true, cap: 33554432 }));
+        assert_eq!(State::parse(b"timeout 0 5").and_then(|s| match s {
+            State::Known { exit, .. } => exit,
+            State::Gone => None,
+        }), Some("timeout".to_owned()));
+        assert_eq!(State::parse(b"1 2"), None);
+        assert_eq!(ProcessExit::from_token("3").exit_code, Some(3));
+        assert!(ProcessExit::from_token("timeout").timed_out);
+    }
+}
