@@ -441,7 +441,7 @@ mod tests {
     fn ids() {
         let id = new_id(1_764_582_000_123);
         check_id(&id).unwrap();
-        assert!(id.starts_with("019ad8"), "{id}");
+        assert!(id.starts_with("019ad94885fb"), "{id}");
         assert!(new_id(1) < new_id(2));
         for bad in ["", "x", "0123456789abcdef012", "0123456789ABCDEF0123", "../../../etc/passwd0", "0123456789abcdef012 "] {
             assert_eq!(check_id(bad).unwrap_err().code, ErrorCode::InvalidRequest, "{bad:?}");
