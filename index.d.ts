@@ -210,8 +210,10 @@ export interface Sandbox {
   /** Working directory (absolute). */
   readonly cwd: string;
   /**
-   * Runs `command` with `/bin/sh -c`. A non-zero exit resolves; a timeout
-   * kills the process group and resolves with `exitCode: null, timedOut: true`;
+   * Runs `command` with `/bin/sh -c` and resolves when the command's own
+   * process exits, with everything it wrote; children it left in the
+   * background (`server &`) keep running. A non-zero exit resolves; a timeout
+   * kills the process tree and resolves with `exitCode: null, timedOut: true`;
    * an abort kills it and rejects with `Error("aborted")`.
    */
   exec(command: string, options: ExecOptions & { encoding: "buffer" }): Promise<ExecResult<Buffer>>;
@@ -232,10 +234,22 @@ export interface Sandbox {
   exists(path: string): Promise<boolean>;
   /** Like `fs.rm`. */
   remove(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>;
+  /**
+   * Starts `command` with `/bin/sh -c` in the background and resolves once it
+   * runs. Its output and exit status are kept in the sandbox, so it outlives
+   * this connection, this provider object and this Node process: find it
+   * again with {@link Sandbox.process}. It ends with its pod (`suspend`,
+   * `destroy`, deletion).
+   */
+  spawn(command: string, options?: SpawnOptions): Promise<SandboxProcess>;
+  /** The process with this id, or `undefined` if the sandbox does not know it (never existed, removed after its retention, or its pod was replaced). */
+  process(id: string): Promise<SandboxProcess | undefined>;
+  /** Every process the sandbox keeps (running, or exited within the last hour; at most 64 exited ones), in start order. */
+  processes(): Promise<ProcessInfo[]>;
 }
 
 export interface ExecOptions {
-  /** Absolute working directory. Default: the sandbox's `cwd`. */
+  /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
   /** Extra environment (the host's is never passed). */
   env?: Record<string, string>;
@@ -255,6 +269,99 @@ export interface ExecOptions {
   maxOutputBytes?: number;
   /** `"buffer"`: `stdout`/`stderr` as Buffers. Default UTF-8 strings. */
   encoding?: "utf8" | "utf-8" | "buffer";
+  /**
+   * Run as a spawned process followed to its end: a dropped connection or an
+   * API server restart in the middle resumes the reading instead of failing
+   * with `connection_lost`, and the timeout is enforced in the sandbox. Same
+   * result as a plain exec (output beyond 64 MiB per stream is not kept, for
+   * the callbacks too); costs two or three execs instead of one.
+   */
+  reattach?: boolean;
+}
+
+export interface SpawnOptions {
+  /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
+  cwd?: string;
+  /** Extra environment (the host's is never passed). */
+  env?: Record<string, string>;
+  /** Bytes for stdin, then EOF; or `true` to keep stdin open for {@link SandboxProcess.writeStdin}. Default: EOF at once. */
+  stdin?: string | Uint8Array | true;
+  /** Kill the process tree (TERM, then KILL after 2 s) after this many ms, enforced in the sandbox whether or not anyone is connected. */
+  timeoutMs?: number;
+  /** Bytes kept of each of stdout and stderr (default 32 MiB, at most 64 MiB); later output is dropped and reads report `truncated`. */
+  maxOutputBytes?: number;
+}
+
+/** A piece of a process's output. */
+export interface ProcessOutputChunk {
+  /** Increasing; pass the last one you saw as `after` to get every later byte exactly once. */
+  sequence: number;
+  stream: "stdout" | "stderr";
+  data: Uint8Array;
+}
+
+/** How a process ended. */
+export interface ProcessExit {
+  /** Exit status (128 + n for a signal); `null` when the timeout killed it or it was lost. */
+  exitCode: number | null;
+  /** The process's timeout killed it. */
+  timedOut: boolean;
+  /** It ended with its pod (suspend, deletion) or its supervisor was killed: the exit status is unknown. */
+  lost: boolean;
+}
+
+/** What {@link SandboxProcess.poll} resolves with (the shape of the sandbox-adapter's `RemoteProcessPoll`). */
+export interface ProcessPoll {
+  /** Every chunk with a sequence greater than `after`, in order. */
+  chunks: ProcessOutputChunk[];
+  /** Set once the process has exited and every chunk is in `chunks`. */
+  exit?: ProcessExit;
+  /** Output past `maxOutputBytes` was dropped. */
+  truncated: boolean;
+}
+
+/** A background process in the sandbox. */
+export interface SandboxProcess {
+  /** Stable id: `sandbox.process(id)` finds it from any connection or host. */
+  readonly id: string;
+  /** Pid of the command's shell in the sandbox. */
+  readonly pid: number;
+  readonly command: string;
+  /** Start time, ms since the epoch. */
+  readonly startedAt: number;
+  /** The output after `after` that the sandbox has now (one exec), and the exit once it has exited. */
+  poll(after?: number): Promise<ProcessPoll>;
+  /**
+   * Streams the output after `after` to `onOutput` as it is written and
+   * resolves with the exit once the process has exited and every chunk was
+   * delivered. A dropped connection resumes where it stopped. Aborting
+   * `signal` stops following (the process goes on) and rejects with
+   * `Error("aborted")`; a throwing `onOutput` stops following and rejects with
+   * what it threw.
+   */
+  follow(options?: { after?: number; onOutput?: (chunk: ProcessOutputChunk) => void; signal?: AbortSignal }): Promise<ProcessExit & { truncated: boolean }>;
+  /** Resolves with the exit once the process has ended, also long after it did. Aborting `signal` stops waiting. */
+  wait(options?: { signal?: AbortSignal }): Promise<ProcessExit>;
+  /** Writes to stdin (spawned with `stdin: true`); waits while the process does not read. `invalid_state` once stdin was closed or the process exited. */
+  writeStdin(data: string | Uint8Array): Promise<void>;
+  /** Closes stdin: the process reads EOF after what was written. */
+  closeStdin(): Promise<void>;
+  /** Sends `signal` to the process and every process it started, grandchildren whose parent died included. Resolves once sent. */
+  kill(signal?: "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2" | "STOP" | "CONT"): Promise<void>;
+}
+
+/** A process as {@link Sandbox.processes} lists it. */
+export interface ProcessInfo {
+  id: string;
+  pid: number;
+  command: string;
+  /** Start time, ms since the epoch. */
+  startedAt: number;
+  exited: boolean;
+  /** `null` while running, when timed out, or lost. */
+  exitCode: number | null;
+  timedOut: boolean;
+  lost: boolean;
 }
 
 export interface ExecResult<T = string> {

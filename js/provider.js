@@ -59,14 +59,16 @@ function validate(json) {
   }
 }
 
-// Each exec counts as activity for the `ttlSeconds` backstop (the addon
-// throttles the resulting patches to about one a minute per sandbox).
+// Each exec and spawn counts as activity for the `ttlSeconds` backstop (the
+// addon throttles the resulting patches to about one a minute per sandbox).
 function withActivity(sandbox, touch) {
-  const exec = sandbox.exec;
-  sandbox.exec = (command, options) => {
-    touch();
-    return exec.call(sandbox, command, options);
-  };
+  for (const name of ["exec", "spawn"]) {
+    const call = sandbox[name];
+    sandbox[name] = (...args) => {
+      touch();
+      return call.apply(sandbox, args);
+    };
+  }
   return sandbox;
 }
 

@@ -4,8 +4,9 @@
 // already-aborted signals), user callbacks that throw, string encoding and
 // decoding, and error codes (js/errors.js).
 
-import { Buffer } from "node:buffer";
-import { abortError, callNative, fromNative, invalidRequest } from "./errors.js";
+import { callNative, invalidRequest } from "./errors.js";
+import { processInfo, toBuffer, wrapProcess } from "./process.js";
+import { isSignal, runTask } from "./tasks.js";
 
 /**
  * @param {any} native a NativeSandbox from the addon
@@ -26,55 +27,66 @@ export function wrapSandbox(native) {
      * `encoding: "buffer"` returns stdout/stderr as Buffers.
      */
     async exec(command, options = {}) {
-      const { signal, onData, onStdout, onStderr, encoding } = options;
       if (typeof command !== "string") throw invalidRequest("command must be a string");
+      if (options === null || typeof options !== "object") throw invalidRequest("exec options must be an object");
+      const { signal, onData, onStdout, onStderr, encoding } = options;
       if (encoding !== undefined && encoding !== "utf8" && encoding !== "utf-8" && encoding !== "buffer") {
         throw invalidRequest(`encoding must be "utf8" or "buffer", got ${String(encoding)}`);
       }
-      if (signal?.aborted) throw abortError();
-
-      /** @type {unknown} */
-      let callbackError;
-      /** @type {any} */
-      let handle;
-      const onChunk =
+      for (const [name, f] of [["onData", onData], ["onStdout", onStdout], ["onStderr", onStderr]]) {
+        if (f !== undefined && f !== null && typeof f !== "function") throw invalidRequest(`${name} must be a function`);
+      }
+      if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
+      const deliver =
         onData || onStdout || onStderr
           ? (stream, chunk) => {
-              if (callbackError !== undefined) return;
-              try {
-                onData?.(chunk);
-                (stream === 1 ? onStdout : onStderr)?.(chunk);
-              } catch (err) {
-                // A throwing callback stops the command; exec rejects with it.
-                callbackError = err;
-                handle?.abort();
-              }
+              onData?.(chunk);
+              (stream === 1 ? onStdout : onStderr)?.(chunk);
             }
-          : null;
-      try {
-        handle = native.startExec(command, nativeExecOptions(options), onChunk);
-      } catch (err) {
-        throw fromNative(err);
-      }
-      const onAbort = () => handle.abort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      try {
-        const r = await handle.wait();
-        if (callbackError !== undefined) throw callbackError;
-        const decode = encoding === "buffer" ? (b) => b : (b) => b.toString("utf8");
-        return {
-          exitCode: r.exitCode ?? null,
-          timedOut: r.timedOut,
-          stdout: decode(r.stdout),
-          stderr: decode(r.stderr),
-          truncated: r.truncated,
-        };
-      } catch (err) {
-        if (callbackError !== undefined) throw callbackError;
-        throw fromNative(err);
-      } finally {
-        signal?.removeEventListener("abort", onAbort);
-      }
+          : undefined;
+      const native_options = nativeExecOptions(options);
+      const r = await runTask((onChunk) => native.startExec(command, native_options, onChunk), deliver, signal ?? undefined);
+      const decode = encoding === "buffer" ? (b) => b : (b) => b.toString("utf8");
+      return {
+        exitCode: r.exitCode ?? null,
+        timedOut: r.timedOut,
+        stdout: decode(r.stdout),
+        stderr: decode(r.stderr),
+        truncated: r.truncated,
+      };
+    },
+
+    /**
+     * Starts `command` in the background and resolves once it runs, with a
+     * SandboxProcess: follow its output by sequence, wait for its exit, write
+     * its stdin, kill it; find it again with `process(id)` from anywhere.
+     */
+    async spawn(command, options = {}) {
+      if (typeof command !== "string") throw invalidRequest("command must be a string");
+      if (options === null || typeof options !== "object") throw invalidRequest("spawn options must be an object");
+      const { cwd, env, stdin, timeoutMs, maxOutputBytes } = options;
+      const native_options = {
+        cwd: cwd ?? undefined,
+        env: env == null ? undefined : stringEnv(env),
+        stdin: stdin == null || stdin === true ? undefined : toBuffer(stdin, "stdin"),
+        stdinOpen: stdin === true,
+        timeoutMs: timeoutMs ?? undefined,
+        maxOutputBytes: maxOutputBytes ?? undefined,
+      };
+      return wrapProcess(await callNative(() => native.spawn(command, native_options)));
+    },
+
+    /** The process with this id (from `spawn` or `processes()`), or undefined if the sandbox does not know it. */
+    async process(id) {
+      if (typeof id !== "string") throw invalidRequest("process id must be a string");
+      const p = await callNative(() => native.process(id));
+      return p == null ? undefined : wrapProcess(p);
+    },
+
+    /** Every process the sandbox keeps (running, or exited within the last hour), in start order. */
+    async processes() {
+      const list = await callNative(() => native.processes());
+      return list.map(processInfo);
     },
 
     /** Whole file as bytes; `not_found`, `is_directory`, `too_large` (default limit 100 MiB). */
@@ -122,13 +134,14 @@ export function wrapSandbox(native) {
 }
 
 function nativeExecOptions(options) {
-  const { cwd, env, timeoutMs, stdin, maxOutputBytes } = options;
+  const { cwd, env, timeoutMs, stdin, maxOutputBytes, reattach } = options;
   return {
     cwd: cwd ?? undefined,
     env: env == null ? undefined : stringEnv(env),
     timeoutMs: timeoutMs ?? undefined,
     stdin: stdin == null ? undefined : toBuffer(stdin, "stdin"),
     maxOutputBytes: maxOutputBytes ?? undefined,
+    reattach: reattach === true,
   };
 }
 
@@ -141,10 +154,4 @@ function stringEnv(env) {
     out[name] = String(value);
   }
   return out;
-}
-
-function toBuffer(value, what) {
-  if (typeof value === "string") return Buffer.from(value, "utf8");
-  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  throw invalidRequest(`${what} must be a string or a Uint8Array`);
 }

@@ -1,4 +1,5 @@
-//! Delivering exec output to a JS callback, with backpressure.
+//! Delivering output (of an exec, or of a followed process) to a JS callback,
+//! with backpressure.
 //!
 //! At most [`IN_FLIGHT`] calls are queued to the JS thread; each returns its
 //! slot when the JS callback has run. A slow JS consumer therefore stops
@@ -20,16 +21,21 @@ use napi::bindgen_prelude::{FnArgs, ToNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
 use sandbox_core::exec::{OutputChunk, Stream};
-use tokio::sync::{mpsc, Semaphore};
+use sandbox_core::process::ProcessChunk;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// Largest merged batch handed to JS in one call.
 const COALESCE_BYTES: usize = 1024 * 1024;
 /// Calls queued to the JS thread at once.
 const IN_FLIGHT: usize = 4;
 
-/// The JS callback `(stream: 1 | 2, chunk: Buffer) => void`, weak (it never
+/// The exec callback `(stream: 1 | 2, chunk: Buffer) => void`, weak (it never
 /// keeps Node alive) and called without a Node-style error argument.
 pub type ChunkCallback = ThreadsafeFunction<FnArgs<(u32, JsChunk)>, (), FnArgs<(u32, JsChunk)>, Status, false, true>;
+
+/// The follow callback `(sequence: number, stream: 1 | 2, chunk: Buffer) => void`.
+pub type SequencedCallback =
+    ThreadsafeFunction<FnArgs<(f64, u32, JsChunk)>, (), FnArgs<(f64, u32, JsChunk)>, Status, false, true>;
 
 /// Pieces of one stream, copied into a single new `Buffer` on the JS thread.
 pub struct JsChunk(Vec<Bytes>);
@@ -53,12 +59,78 @@ impl ToNapiValue for JsChunk {
     }
 }
 
-/// Hands chunks to JS until the engine closes the channel, then waits until
-/// JS has run every call. Stops early if the JS side is gone (then `rx` is
-/// dropped and the engine carries on without it).
-pub async fn deliver(mut rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallback) {
+/// A chunk that can be merged with the next ones of its stream.
+pub trait Piece: Send + 'static {
+    /// Its stream.
+    fn stream(&self) -> Stream;
+    /// Its bytes.
+    fn bytes(&self) -> &Bytes;
+}
+
+impl Piece for OutputChunk {
+    fn stream(&self) -> Stream {
+        self.stream
+    }
+    fn bytes(&self) -> &Bytes {
+        &self.data
+    }
+}
+
+impl Piece for ProcessChunk {
+    fn stream(&self) -> Stream {
+        self.stream
+    }
+    fn bytes(&self) -> &Bytes {
+        &self.data
+    }
+}
+
+/// Exec output to `callback` (see [`deliver_with`]).
+pub async fn deliver(rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallback) {
+    deliver_with(rx, |pieces: Vec<OutputChunk>, slot| {
+        let code = stream_code(pieces[0].stream);
+        let data = JsChunk(pieces.into_iter().map(|p| p.data).collect());
+        callback.call_with_return_value(FnArgs::from((code, data)), ThreadsafeFunctionCallMode::NonBlocking, move |_, _| {
+            drop(slot);
+            Ok(())
+        })
+    })
+    .await
+}
+
+/// Process output to `callback`; a merged call carries the last chunk's
+/// sequence, which is where a reader resumes after it.
+pub async fn deliver_sequenced(rx: mpsc::Receiver<ProcessChunk>, callback: SequencedCallback) {
+    deliver_with(rx, |pieces: Vec<ProcessChunk>, slot| {
+        let code = stream_code(pieces[0].stream);
+        let sequence = pieces.last().map_or(0, |p| p.sequence) as f64;
+        let data = JsChunk(pieces.into_iter().map(|p| p.data).collect());
+        callback.call_with_return_value(
+            FnArgs::from((sequence, code, data)),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |_, _| {
+                drop(slot);
+                Ok(())
+            },
+        )
+    })
+    .await
+}
+
+fn stream_code(stream: Stream) -> u32 {
+    match stream {
+        Stream::Stdout => 1,
+        Stream::Stderr => 2,
+    }
+}
+
+/// Hands chunks to JS through `call` (consecutive chunks of one stream
+/// merged, the slot released when the JS call has run) until the channel
+/// closes, then waits until JS has run every call. Stops early if the JS side
+/// is gone (then `rx` is dropped and the producer carries on without it).
+async fn deliver_with<P: Piece>(mut rx: mpsc::Receiver<P>, mut call: impl FnMut(Vec<P>, OwnedSemaphorePermit) -> Status) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut next: Option<OutputChunk> = None;
+    let mut next: Option<P> = None;
     loop {
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         let first = match next.take() {
@@ -68,14 +140,14 @@ pub async fn deliver(mut rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallbac
                 None => break,
             },
         };
-        let stream = first.stream;
-        let mut size = first.data.len();
-        let mut pieces = vec![first.data];
+        let stream = first.stream();
+        let mut size = first.bytes().len();
+        let mut pieces = vec![first];
         while size < COALESCE_BYTES {
             match rx.try_recv() {
-                Ok(chunk) if chunk.stream == stream => {
-                    size += chunk.data.len();
-                    pieces.push(chunk.data);
+                Ok(chunk) if chunk.stream() == stream => {
+                    size += chunk.bytes().len();
+                    pieces.push(chunk);
                 }
                 Ok(other) => {
                     next = Some(other);
@@ -84,21 +156,9 @@ pub async fn deliver(mut rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallbac
                 Err(_) => break,
             }
         }
-        let code = match stream {
-            Stream::Stdout => 1,
-            Stream::Stderr => 2,
-        };
         // The slot is released when the JS call has returned (or thrown: the
-        // JS wrapper catches user errors, and this callback ignores the result).
-        let status = callback.call_with_return_value(
-            FnArgs::from((code, JsChunk(pieces))),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |_, _| {
-                drop(slot);
-                Ok(())
-            },
-        );
-        if status != Status::Ok {
+        // JS wrapper catches user errors, and the callback ignores the result).
+        if call(pieces, slot) != Status::Ok {
             return;
         }
     }

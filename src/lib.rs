@@ -3,5 +3,6 @@
 #![deny(clippy::all)]
 mod delivery;
 pub mod errors;
+pub mod process;
 pub mod provider;
 pub mod sandbox;

@@ -37,6 +37,11 @@ impl NativeSandbox {
     pub fn from_core(inner: sandbox_core::Sandbox) -> NativeSandbox {
         NativeSandbox { inner }
     }
+
+    /// The core sandbox.
+    pub(crate) fn core(&self) -> &sandbox_core::Sandbox {
+        &self.inner
+    }
 }
 
 /// Options of `startExec`; `js/sandbox.js` fills and checks the JS side.
@@ -52,6 +57,9 @@ pub struct NativeExecOptions {
     pub stdin: Option<Buffer>,
     /// Cap of each result buffer in bytes; default 16 MiB.
     pub max_output_bytes: Option<f64>,
+    /// Run as a spawned process followed to its end, so a dropped connection
+    /// resumes instead of failing.
+    pub reattach: Option<bool>,
 }
 
 /// What `wait()` resolves with. Output comes as bytes; JS decodes.
@@ -141,28 +149,25 @@ impl NativeSandbox {
     ) -> napi::Result<NativeExec> {
         let mut request = ExecRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
-        request.timeout = match options.timeout_ms {
-            None => None,
-            Some(ms) if ms.is_finite() && ms >= 0.0 => (ms > 0.0).then(|| Duration::from_secs_f64(ms / 1000.0)),
-            Some(ms) => return Err(invalid(format!("timeoutMs must be a non-negative number, got {ms}"))),
-        };
+        request.timeout = timeout("timeoutMs", options.timeout_ms)?;
         request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES as u64)?
             .try_into()
             .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
+        let reattach = options.reattach.unwrap_or(false);
         let cancel = request.cancel.clone();
         let sandbox = self.inner.clone();
         let (done, result) = oneshot::channel();
         spawn(async move {
             let result = match on_chunk {
-                None => sandbox.exec(request).await,
+                None => sandbox.exec(request, reattach).await,
                 Some(callback) => {
                     let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
                     request.output = Some(tx);
                     // `exec` drops its sender when it returns; delivery then
                     // drains what is left, so the promise settles after the
                     // last chunk reached JS.
-                    let (result, ()) = tokio::join!(sandbox.exec(request), deliver(rx, callback));
+                    let (result, ()) = tokio::join!(sandbox.exec(request, reattach), deliver(rx, callback));
                     result
                 }
             };
@@ -234,8 +239,21 @@ impl NativeSandbox {
     }
 }
 
+/// A timeout in ms from JS: absent or 0 → none; otherwise a finite number
+/// > 0 that fits a `Duration`.
+pub(crate) fn timeout(name: &str, value: Option<f64>) -> napi::Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(ms) if ms == 0.0 => Ok(None),
+        Some(ms) if ms.is_finite() && ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
+            .map(Some)
+            .map_err(|_| invalid(format!("{name} is too large: {ms}"))),
+        Some(ms) => Err(invalid(format!("{name} must be a non-negative number, got {ms}"))),
+    }
+}
+
 /// A byte count from JS: absent → `default`; otherwise a finite number ≥ 0.
-fn byte_count(name: &str, value: Option<f64>, default: u64) -> napi::Result<u64> {
+pub(crate) fn byte_count(name: &str, value: Option<f64>, default: u64) -> napi::Result<u64> {
     match value {
         None => Ok(default),
         Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),

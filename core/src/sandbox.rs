@@ -1,17 +1,21 @@
 //! [`Sandbox`]: one connected pod plus the exec engine. What the binding
 //! exposes to JS as the adapter's `Sandbox` object.
 //!
-//! File paths are used as given when absolute; a relative path is taken
-//! relative to [`Sandbox::cwd`], as commands are, rather than to whatever
-//! directory the container's exec starts in.
+//! Paths (files, and the `cwd` of commands and processes) are used as given
+//! when absolute; a relative one is taken relative to [`Sandbox::cwd`],
+//! rather than to whatever directory the container's exec starts in.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
 
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
 use crate::error::Result;
 use crate::exec::{ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
+use crate::process::{self, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 
 /// A connected sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -38,16 +42,81 @@ impl Sandbox {
         &self.target
     }
 
-    /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`].
-    pub async fn exec(&self, mut request: ExecRequest) -> Result<ExecResult> {
-        if request.cwd.is_empty() {
-            request.cwd.clone_from(&self.cwd);
+    /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With
+    /// `reattach`, as a spawned process followed to its end (see
+    /// [`process::exec_reattached`]).
+    pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
+        request.cwd = self.command_cwd(&request.cwd);
+        if reattach {
+            process::exec_reattached(&self.engine, &self.target, request).await
+        } else {
+            self.engine.exec(&self.target, request).await
         }
-        self.engine.exec(&self.target, request).await
+    }
+
+    /// See [`process::spawn`]; the cwd as for [`Sandbox::exec`].
+    pub async fn spawn(&self, mut request: SpawnRequest) -> Result<ProcessInfo> {
+        request.cwd = self.command_cwd(&request.cwd);
+        process::spawn(&self.engine, &self.target, request).await
+    }
+
+    /// See [`process::find`].
+    pub async fn process(&self, id: &str) -> Result<Option<ProcessInfo>> {
+        process::find(&self.engine, &self.target, id).await
+    }
+
+    /// See [`process::list`].
+    pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
+        process::list(&self.engine, &self.target).await
+    }
+
+    /// See [`process::poll`].
+    pub async fn poll_process(&self, id: &str, after: Option<u64>) -> Result<ProcessPoll> {
+        process::poll(&self.engine, &self.target, id, after).await
+    }
+
+    /// See [`process::follow`].
+    pub async fn follow_process(
+        &self,
+        id: &str,
+        after: Option<u64>,
+        output: Option<mpsc::Sender<ProcessChunk>>,
+        cancel: CancellationToken,
+    ) -> Result<process::Followed> {
+        process::follow(&self.engine, &self.target, id, after, output, cancel).await
+    }
+
+    /// See [`process::wait`].
+    pub async fn wait_process(&self, id: &str, cancel: CancellationToken) -> Result<ProcessExit> {
+        process::wait(&self.engine, &self.target, id, cancel).await
+    }
+
+    /// See [`process::write_stdin`].
+    pub async fn write_stdin(&self, id: &str, data: Bytes) -> Result<()> {
+        process::write_stdin(&self.engine, &self.target, id, data).await
+    }
+
+    /// See [`process::close_stdin`].
+    pub async fn close_stdin(&self, id: &str) -> Result<()> {
+        process::close_stdin(&self.engine, &self.target, id).await
+    }
+
+    /// See [`process::kill`].
+    pub async fn kill_process(&self, id: &str, signal: &str) -> Result<()> {
+        process::kill(&self.engine, &self.target, id, signal).await
     }
 
     fn resolve<'a>(&self, path: &'a str) -> Cow<'a, str> {
         resolve(&self.cwd, path)
+    }
+
+    /// Where a command runs: `cwd` resolved, the sandbox's own when empty.
+    fn command_cwd(&self, cwd: &str) -> String {
+        if cwd.is_empty() {
+            self.cwd.clone()
+        } else {
+            self.resolve(cwd).into_owned()
+        }
     }
 
     /// See [`files::read_file`].

@@ -88,11 +88,29 @@ KUBECTL() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
 pid_of() { [[ -f $RUN/$1.pid ]] && cat "$RUN/$1.pid"; }
 alive() { local p; p=$(pid_of "$1") && [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
 
+# start NAME CMD...: runs CMD under a small supervisor that starts it again
+# when it exits on its own (kube-scheduler, for one, exits on purpose when an
+# API server restart leaves its cache inconsistent, as a kubelet would then
+# restart it); `stop_pid` stops both. $RUN/NAME.pid is the component's pid.
 start() {
 	local name=$1; shift
 	log "starting $name"
-	nohup "$@" >"$RUN/$name.log" 2>&1 </dev/null &
-	echo $! >"$RUN/$name.pid"
+	rm -f "$RUN/$name.stop" "$RUN/$name.pid"
+	: >"$RUN/$name.log"
+	nohup bash -c '
+		name=$1 run=$2; shift 2
+		while :; do
+			"$@" >>"$run/$name.log" 2>&1 </dev/null &
+			echo $! >"$run/$name.pid"
+			wait $!; code=$?
+			[[ -e $run/$name.stop ]] && exit 0
+			echo "[cluster.sh] $name exited ($code); starting it again in 1 s" >>"$run/$name.log"
+			sleep 1
+		done' supervise "$name" "$RUN" "$@" >/dev/null 2>&1 </dev/null &
+	echo $! >"$RUN/$name.supervisor"
+	local _
+	for _ in $(seq 50); do [[ -s $RUN/$name.pid ]] && return 0; sleep 0.1; done
+	fail "$name" "its supervisor did not start it"
 }
 
 # fail NAME MSG: a component did not come up; say which and show its log.
@@ -113,15 +131,20 @@ wait_for() {
 	done
 }
 
+# stop_pid NAME: stops the component and its supervisor (TERM, 5 s, KILL).
 stop_pid() {
-	local name=$1 p
-	p=$(pid_of "$name") || return 0
+	local name=$1 p s
+	[[ -d $RUN ]] || return 0
+	: >"$RUN/$name.stop"
+	s=$(cat "$RUN/$name.supervisor" 2>/dev/null) || s=
+	p=$(pid_of "$name") || p=
 	if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
 		kill "$p" 2>/dev/null || true
 		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$p" 2>/dev/null || true
 	fi
-	rm -f "$RUN/$name.pid"
+	[[ -n $s ]] && kill "$s" 2>/dev/null || true
+	rm -f "$RUN/$name.pid" "$RUN/$name.supervisor"
 }
 
 # --- PKI and kubeconfigs -----------------------------------------------------

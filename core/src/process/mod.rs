@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use follow::{exec_reattached, follow, wait};
+pub use follow::{exec_reattached, follow, wait, Followed};
 pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 
 use crate::error::{Error, ErrorCode, Result};
@@ -227,9 +227,12 @@ pub async fn list(engine: &ExecEngine, target: &ExecTarget) -> Result<Vec<Proces
     list_matching(engine, target, "").await
 }
 
-/// One process, or `None` if the sandbox does not know it.
+/// One process, or `None` if the sandbox does not know it (or `id` could not
+/// name one).
 pub async fn find(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Option<ProcessInfo>> {
-    check_id(id)?;
+    if check_id(id).is_err() {
+        return Ok(None);
+    }
     Ok(list_matching(engine, target, id).await?.into_iter().next())
 }
 

@@ -149,7 +149,8 @@ pub const SIGNAL: &str = concat!(
     kill_lib!(),
     proc_lib!(),
     r#"R=;st "$p"&&R=" $p:1";M=" p$1:"
-if [ "$2" = terminate ];then kt 20;else K=;kc;ks "$2";kc;ks "$2";fi"#
+if [ "$2" = terminate ];then kt 20;else K=;kc;ks "$2";kc;ks "$2";fi
+exit 0"#
 );
 
 /// Lists processes. `$1` an id to list only that one (empty: all). Prints

@@ -1,0 +1,57 @@
+// Awaiting a native task handle (`abort()` + `wait()`) with an AbortSignal
+// and a user callback that may throw. napi's own AbortSignal is !Send and
+// misses already-aborted signals, so the signal is handled here.
+
+import { abortError, fromNative } from "./errors.js";
+
+/**
+ * Runs `start(onChunk)` and awaits the handle it returns. `deliver` is the
+ * user's callback (or undefined); if it throws, the task is aborted and the
+ * thrown value rejects the call. An aborted `signal` aborts the task and
+ * rejects with Error("aborted").
+ * @template T
+ * @param {(onChunk: ((...args: any[]) => void) | null) => any} start
+ * @param {((...args: any[]) => void) | undefined} deliver
+ * @param {AbortSignal | undefined} signal
+ * @returns {Promise<T>}
+ */
+export async function runTask(start, deliver, signal) {
+  if (signal?.aborted) throw abortError();
+  /** @type {unknown} */
+  let callbackError;
+  /** @type {any} */
+  let handle;
+  const onChunk = deliver
+    ? (...args) => {
+        if (callbackError !== undefined) return;
+        try {
+          deliver(...args);
+        } catch (err) {
+          callbackError = err;
+          handle?.abort();
+        }
+      }
+    : null;
+  try {
+    handle = start(onChunk);
+  } catch (err) {
+    throw fromNative(err);
+  }
+  const onAbort = () => handle.abort();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    const result = await handle.wait();
+    if (callbackError !== undefined) throw callbackError;
+    return result;
+  } catch (err) {
+    if (callbackError !== undefined) throw callbackError;
+    throw fromNative(err);
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Checks that `signal` is an AbortSignal (or absent). */
+export function isSignal(signal) {
+  return signal === undefined || signal === null || signal instanceof AbortSignal;
+}
