@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only=exec,stream,files,lifecycle]
+// npm run bench [-- --quick] [-- --only=exec,processes,stream,files,lifecycle]
 //
 // Starts the local control plane if needed, builds what is missing (release
 // addon, floor, chart venv), then measures this package against
@@ -17,8 +17,8 @@ const quick = args.includes("--quick");
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
 const want = (phase) => !only || only.includes(phase);
 const CFG = quick
-  ? { reps: 1, seqN: 20, concN: 64, streams: [64 * MiB], files: [MiB, 64 * MiB], lifecycleN: 3, resumes: 1 }
-  : { reps: 3, seqN: 100, concN: 64, streams: [64 * MiB, 1024 * MiB], files: [MiB, 64 * MiB, 256 * MiB], lifecycleN: 20, resumes: 5 };
+  ? { reps: 1, seqN: 20, concN: 64, procN: 10, streams: [64 * MiB], files: [MiB, 64 * MiB], lifecycleN: 3, resumes: 1 }
+  : { reps: 3, seqN: 100, concN: 64, procN: 30, streams: [64 * MiB, 1024 * MiB], files: [MiB, 64 * MiB, 256 * MiB], lifecycleN: 20, resumes: 5 };
 if (!want("stream")) CFG.streams = [];
 if (!want("files")) CFG.files = [];
 
@@ -113,8 +113,8 @@ async function attempt(alt, op, params) {
 }
 
 const raw = {};
-async function measure(key, op, params, rep) {
-  for (const alt of alts) {
+async function measure(key, op, params, rep, only = alts) {
+  for (const alt of only) {
     const r = await attempt(alt, op, params);
     if (r.error) errors.push(`${key} ${alt} rep ${rep + 1}: ${r.error}`);
     ((raw[key] ??= {})[alt] ??= []).push(r);
@@ -135,6 +135,12 @@ try {
     if (want("exec")) {
       await measure("exec-seq", "exec-seq", { n: CFG.seqN }, rep);
       await measure("exec-conc", "exec-conc", { n: CFG.concN }, rep);
+    }
+    if (want("processes") && havePackage) {
+      // Package only: no alternative has background processes.
+      for (const op of ["exec-reattach-seq", "spawn-first-output", "spawn-polled"]) {
+        await measure(op, op, { n: CFG.procN }, rep, ["package"]);
+      }
     }
     for (const b of CFG.streams) await measure(`stream-${b}`, "stream", { bytes: b }, rep);
     for (const b of CFG.files) {

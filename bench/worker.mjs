@@ -22,6 +22,12 @@ async function main() {
       return sequential(params.n, () => alt.exec("true"));
     case "exec-conc":
       return concurrent(params.n, () => alt.exec("true"));
+    case "exec-reattach-seq":
+      return sequential(params.n, () => alt.execReattach("true"));
+    case "spawn-first-output":
+      return sequential(params.n, () => alt.spawnFirstOutput());
+    case "spawn-polled":
+      return sequential(params.n, () => alt.spawnPolled());
     case "stream": {
       const idleEldP99Ms = await idleEld();
       let bytes = 0;

@@ -27,5 +27,20 @@ export async function open(t) {
     },
     writeFile: (path, data) => sb.writeFile(path, data),
     readFile: (path) => sb.readFile(path, { maxBytes: 1 << 30 }),
+    // Package-only operations (background processes).
+    execReattach: async (cmd) => ok(await sb.exec(cmd, { cwd: "/", reattach: true })).stdout,
+    /** spawn → the first chunk of its output reaches onOutput. */
+    spawnFirstOutput: async () => {
+      const proc = await sb.spawn("echo ready", { cwd: "/" });
+      const first = new AbortController();
+      await proc.follow({ signal: first.signal, onOutput: () => first.abort() }).catch((e) => {
+        if (e.name !== "AbortError") throw e;
+      });
+    },
+    /** spawn, then poll until the exit is in: the RemoteProcess loop without its 100 ms sleeps. */
+    spawnPolled: async () => {
+      const proc = await sb.spawn("echo ready", { cwd: "/" });
+      while (!(await proc.poll()).exit);
+    },
   };
 }

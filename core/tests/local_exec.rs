@@ -148,7 +148,7 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     let t = target();
     let running = a.exec(&t, request("sleep 300", &cwd));
     let _ = tokio::time::timeout(Duration::from_millis(500), running).await;
-    let before = std::fs::read_dir(dir.join(".agent-sandbox/run")).unwrap().count();
+    let before = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
     assert!(before >= 1);
 
     let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
@@ -159,13 +159,8 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     }).collect();
     assert!(still.is_empty(), "the crashed run's command survived the sweep: {still:?}");
     assert!(alive(leftover), "a finished run's background child was killed by the sweep");
-    // Swept records are removed (a wrapper that outlived its killed command
-    // may truncate its record again right after: an empty record is inert).
-    let left: Vec<_> = std::fs::read_dir(dir.join(".agent-sandbox/run"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
-        .collect();
+    // Swept records are removed.
+    let left: Vec<_> = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "records left: {left:?}");
     std::process::Command::new("kill").arg(leftover.to_string()).status().unwrap();
 }
@@ -178,7 +173,7 @@ async fn finished_records_are_cleaned_up_as_runs_go_on() {
         engine.exec(&target(), request("true", cwd)).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let left = std::fs::read_dir(dir.join(".agent-sandbox/run")).unwrap().count();
+    let left = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
     assert!(left < 100, "{left} records left after 300 runs");
 }
 

@@ -19,7 +19,9 @@ use super::wrapper::script_argv;
 /// ` <mark> …` marker values. `kc` adds the matching pids to `K`; `ks SIG`
 /// signals `K`; `kt TENTHS` terminates (TERM, grace, KILL); `st PID` succeeds
 /// for a live process and sets `S` to its start time. Never pid 1 or the
-/// script itself.
+/// script itself. Without `local` in POSIX sh, the functions use (and
+/// clobber) `K S T P c e j l m q s v x a`: the scripts keep their own state
+/// in other names.
 macro_rules! kill_lib {
     () => {
         r#"st(){ read -r l 2>/dev/null <"/proc/$1/stat"||return 1;set -- ${l##*") "};case $1 in Z|X) return 1;;esac;S=${20};}
@@ -40,30 +42,38 @@ kc;ks KILL;}
 pub(crate) use kill_lib;
 
 /// Kills recorded runs: TERM, up to `$2` tenths of a second of grace, then
-/// KILL.
+/// KILL. Records are looked for in both places the wrapper may write them.
 ///
 /// `$1 = kill`: `$3…` are run ids; a tombstone is left for each (see
 /// [`super::wrapper`]). `$1 = sweep`: `$3` is this engine's instance id, `$4`
 /// its next run counter, `$5…` its live run ids; every other record in the
 /// pod is removed, and the runs still going in them killed, except this
 /// engine's runs numbered `$4` or higher (started after the sweep was
-/// planned). A truncated record is a finished run: the children it left
-/// running on purpose are not touched.
+/// planned).
+///
+/// A run is still going when the pid in its record is alive and started
+/// within two seconds of the record's mtime (the wrapper writes it at once;
+/// a pid reused later fails the check). A finished run's leftover children,
+/// started in the background on purpose, are not touched by a sweep; a kill
+/// of a run whose wrapper died still kills by the marker.
 pub const KILL: &str = concat!(
     kill_lib!(),
-    r#"r=${TMPDIR:-/tmp}/.agent-sandbox/run;m=$1;g=$2;shift 2
-[ -d "$r" ]||exit 0
-R=;M=;l=
-ad(){ read -r x y 2>/dev/null <"$r/$1"||return 0;[ -n "$x" ]||return 0;M="$M $1:";st "$x"&&[ "$S" = "$y" ]&&R="$R $x:0";}
-if [ "$m" = kill ];then for i;do : >"$r/$i.k";ad "$i";done
-else e=$1;n=$2;shift 2
+    r#"w=$1;g=$2;shift 2
+D1=/dev/shm/.agent-sandbox/run;D2=${TMPDIR:-/tmp}/.agent-sandbox/run
+R=;M=;Z=;B=
+while read -r a b;do [ "$a" = btime ]&&{ B=$b;break;};done </proc/stat
+ok(){ st "$1"||return 1;u=$(stat -c %Y -- "$2" 2>/dev/null)||return 1;u=$((B+S/100-u));[ "$u" -ge -2 ]&&[ "$u" -le 2 ];}
+ad(){ read -r y 2>/dev/null <"$1"||return 0;[ -n "$y" ]||return 0;if ok "$y" "$1";then R="$R $y:0";M="$M $2:";elif [ "$3" = 1 ];then M="$M $2:";fi;}
+for d in 1 2;do [ $d = 1 ]&&r=$D1||r=$D2
+if [ "$w" = kill ];then [ -d "$r" ]||mkdir -p "$r" 2>/dev/null;for i;do : 2>/dev/null >"$r/$i.k";ad "$r/$i" "$i" 1;done
+else [ -d "$r" ]||continue;o=$1;n=$2;shift 2
 for f in "$r"/*;do i=${f##*/};i=${i%.k}
-case $i in '*') continue;;"$e".*) [ "${i#"$e".}" -ge "$n" ]&&continue;;esac
-for a;do [ "$a" = "$i" ]&&continue 2;done
-case " $l " in *" $i "*) continue;;esac
-l="$l $i";ad "$i";done;fi
+case $i in '*') continue;;"$o".*) [ "${i#"$o".}" -ge "$n" ]&&continue;;esac
+for z;do [ "$z" = "$i" ]&&continue 2;done
+case " $Z " in *" $d:$i "*) continue;;esac
+Z="$Z $d:$i";ad "$r/$i" "$i" 0;done;set -- "$o" "$n" "$@";fi;done
 [ -n "$M" ]&&kt "$g"
-if [ "$m" != kill ]&&[ -n "$l" ];then set --;for i in $l;do set -- "$@" "$r/$i" "$r/$i.k";done;rm -f -- "$@";fi
+for z in $Z;do [ "${z%%:*}" = 1 ]&&r=$D1||r=$D2;rm -f -- "$r/${z#*:}" "$r/${z#*:}.k";done
 exit 0"#
 );
 

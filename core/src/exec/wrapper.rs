@@ -6,13 +6,15 @@
 //! quoting bug can turn data into code. The scripts are POSIX `sh` (tested
 //! with dash) and need only `mkdir`, `env` and `head` from the image.
 //!
-//! Run records: while a command runs, `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`
-//! holds the wrapper's pid and start time, the root of the process tree a
-//! kill walks (see [`super::kill`]). A kill first drops a tombstone
-//! `<runid>.k`, then reads the record; the command's shell checks for the
-//! tombstone after the record exists and before it starts the command. One
-//! of the two always sees the other, so a kill that races the start of a
-//! command still stops it.
+//! Run records: `/dev/shm/.agent-sandbox/run/<runid>` (a tmpfs in every
+//! container runtime: a file write there costs tens of microseconds, on the
+//! container's disk a few hundred), else `${TMPDIR:-/tmp}/.agent-sandbox/run/`,
+//! holds the wrapper's pid, the root of the process tree a kill walks (see
+//! [`super::kill`], which also checks that the pid still is the wrapper that
+//! wrote the record). A kill first drops a tombstone `<runid>.k`, then reads
+//! the record; the command's shell checks for the tombstone after the record
+//! exists and before it starts the command. One of the two always sees the
+//! other, so a kill that races the start of a command still stops it.
 
 use crate::error::{Error, Result};
 
@@ -33,11 +35,13 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 /// exec beyond the wrapper's own shell (no `setsid`, no `&`: a background
 /// job would start with SIGINT ignored and stdin on /dev/null), with
 /// `AGENT_SANDBOX_RUN=<runid>:` in its environment. When it exits, the
-/// wrapper truncates its record (an `rm` would be one more process) and
-/// writes the trailer (see [`super::trailer`]) with the exit status to stdout
-/// and stderr; `cwd` and `rundir` trailers report a command that was never
-/// started. The engine ends the exec at the trailers, so children the
-/// command left behind (`server &`) keep running without holding the call.
+/// wrapper writes the trailer (see [`super::trailer`]) with the exit status
+/// to stdout and stderr; `cwd` and `rundir` trailers report a command that
+/// was never started. The engine ends the exec at the trailers, so children
+/// the command left behind (`server &`) keep running without holding the
+/// call. Every process start and file write counts at a few hundred
+/// microseconds each: the record is written once (`mkdir` only when the
+/// directory is missing) and never removed by this run.
 ///
 /// Stdin: the command gets it through `head -c <count>`, so it sees EOF after
 /// exactly the bytes we send, on v4 servers (which cannot signal EOF) as on
@@ -50,21 +54,18 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 ///
 /// A cleanup bound `K` makes the wrapper remove, in the background, the
 /// records of this engine's runs numbered below `K` (all finished): the
-/// engine asks for it every few hundred runs so truncated records do not pile up.
-pub const WRAPPER: &str = r#"i=$1;r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$i;c=$3;n=$4;k=$5
+/// engine asks for it every few hundred runs so records do not pile up.
+pub const WRAPPER: &str = r#"i=$1;r=/dev/shm/.agent-sandbox/run;f=$r/$i;c=$3;n=$4;k=$5
 t(){ printf '\036asb %s %s\n' "$i" "$1";printf '\036asb %s %s\n' "$i" "$1" >&2;}
-w(){ set -- ${1##*") "};echo "$$ ${20}" >"$f";}
 q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.k};case $y in ''|*[!0-9]*) continue;;esac;[ "$y" -lt "$b" ]&&set -- "$@" "$x";done;[ $# -gt 0 ]&&rm -f -- "$@" </dev/null >/dev/null 2>&1 &}
-[ -d "$r" ]||mkdir -p "$r" 2>/dev/null||{ t rundir;exit 0;}
+{ echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";}||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$i;echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";};};} 2>/dev/null||{ t rundir;exit 0;}
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ t cwd;exit 0;};fi
-read -r l </proc/self/stat;w "$l"
 shift 5
 [ $# -gt 0 ]&&e='env --'||e=
 { if [ -n "$n" ];then head -c "$n"|{ ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s";}
 else ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) </dev/null 2>&4 4>&-
 fi;} 4>&2 2>/dev/null
 s=$?
-[ -e "$f" ]&&: >"$f"
 [ -n "$k" ]&&q "$k"
 t "$s"
 exit "$s""#;

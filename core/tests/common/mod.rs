@@ -7,7 +7,9 @@
 //! Like a kubelet it reports the exit status only after the process has
 //! exited and both output pipes have closed, closes stdin after the bytes
 //! (a v5 server's EOF), and reports death by signal N as 128+N. Each runtime
-//! has its own `TMPDIR`, so run records and process files of tests never mix.
+//! stands for its own pod: it has its own `TMPDIR`, and the scripts' run
+//! record directory under `/dev/shm` (a pod's own tmpfs) is rewritten to one
+//! under it, so records, sweeps and process files of tests never mix.
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::os::unix::process::ExitStatusExt;
@@ -111,6 +113,8 @@ impl Runtime for LocalRuntime {
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         async move {
+            let shm = format!("{}/shm", self.tmpdir.display());
+            let argv: Vec<String> = argv.into_iter().map(|a| a.replace("/dev/shm", &shm)).collect();
             let mut child = tokio::process::Command::new(&argv[0])
                 .args(&argv[1..])
                 .env("TMPDIR", &self.tmpdir)
