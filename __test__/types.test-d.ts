@@ -80,3 +80,36 @@ agentSandboxProvider({ sandbox: { image: "i" }, claim: {} });
 agentSandboxProvider({ warmPool: "p", suspend: "pause" });
 // @ts-expect-error direct mode needs an image
 agentSandboxProvider({ sandbox: {} });
+
+// A SandboxProcess is the sandbox-adapter's RemoteProcess (remote-process.ts,
+// interface doc §2.1), so its `runRemoteProcess` can drive it.
+interface RemoteOutputChunk {
+  sequence: number;
+  stream: "stdout" | "stderr";
+  data: Uint8Array;
+}
+interface RemoteProcessPoll {
+  chunks: RemoteOutputChunk[];
+  exit?: { exitCode: number | null; timedOut: boolean };
+}
+interface RemoteProcess {
+  poll(after: number | undefined): Promise<RemoteProcessPoll>;
+  kill(): Promise<void>;
+}
+async function processes(p: AgentSandboxProvider, c: SandboxActorContext): Promise<RemoteProcess | undefined> {
+  const s = await p.connect(c, "ns/x");
+  if (!s) return undefined;
+  const proc = await s.spawn("npm run dev", { cwd: "/workspace", stdin: true, timeoutMs: 60_000 });
+  const end = await proc.follow({ after: 0, onOutput: (chunk) => void chunk.sequence, signal: AbortSignal.timeout(10) });
+  const t: boolean = end.truncated;
+  const again = await s.process(proc.id);
+  const list = await s.processes();
+  const r = await s.exec("make", { reattach: true });
+  void t, again, list, r;
+  // @ts-expect-error kill takes a signal name
+  await proc.kill(9);
+  // @ts-expect-error stdin is bytes, a string or true
+  await s.spawn("cat", { stdin: false });
+  return proc;
+}
+void processes;
