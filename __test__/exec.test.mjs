@@ -97,6 +97,21 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     assert.deepEqual(await sandbox.readdir(base), [`a b 'c' "d" $(x)`]);
   });
 
+  test("commands too long for the exec URL run as they would locally, with their stdin", async () => {
+    // 40 KB of CJK text is 120 KB in UTF-8 and 360 KB URL-encoded.
+    const text = "日本語のテキスト".repeat(5000);
+    const r = await sandbox.exec(`cat <<'EOF'\n${text}\nEOF\ncat`, { cwd: "/", stdin: "and stdin\n" });
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.equal(r.stdout, `${text}\nand stdin\n`);
+    const p = await sandbox.spawn(`printf %s '${text}' | wc -c`);
+    assert.equal((await p.wait()).exitCode, 0);
+    const out = Buffer.concat((await p.poll()).chunks.map((c) => c.data)).toString().trim();
+    assert.equal(out, String(Buffer.byteLength(text)));
+    // Over Linux's 128 KiB per argument, `sh -c` itself refuses, as locally.
+    const huge = await sandbox.exec(`: ${"x".repeat(200_000)}`, { cwd: "/" });
+    assert.notEqual(huge.exitCode, 0);
+  });
+
   test("stdin: every byte value round-trips, EOF is delivered", async () => {
     const bytes = allBytes();
     const r = await sandbox.exec("cat; echo eof >&2", { cwd: "/", stdin: bytes, encoding: "buffer" });

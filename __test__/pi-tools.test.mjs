@@ -77,6 +77,13 @@ describe("the Pi coding agent's tools against a sandbox", { skip, timeout: 300_0
     await assert.rejects(call(bash, { command: "echo before; sleep 30", timeout: 1 }), /Command timed out after 1 seconds/);
   });
 
+  test("bash: a 100 KB heredoc writes its file (the command is too long for a URL)", async () => {
+    const body = Array.from({ length: 10_000 }, (_, i) => `line ${String(i).padStart(5, "0")}`).join("\n") + "\n";
+    const out = await call(bash, { command: `cat > big.txt <<'EOF'\n${body}EOF\nwc -c < big.txt` });
+    assert.equal(out.trim(), String(Buffer.byteLength(body)));
+    assert.equal(Buffer.from(await box.sandbox.readFile(`${dir}/big.txt`)).toString(), body);
+  });
+
   test("write, read and ls tools round-trip through the sandbox's files", async () => {
     const s = box.sandbox;
     const write = createWriteToolDefinition(dir, {

@@ -189,3 +189,21 @@ async fn a_killed_command_leaves_no_shell_job_report_in_stderr() {
         assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"started\n"[..], &b""[..]));
     }
 }
+
+#[tokio::test]
+async fn a_command_too_long_for_a_url_runs_like_a_short_one() {
+    let (engine, dir) = local_engine("longcmd");
+    // A 100 KB heredoc, as agents write files, with stdin after it.
+    let body: String = (0..10_000).map(|i| format!("line {i:05}\n")).collect();
+    let command = format!("cat > out.txt <<'EOF'\n{body}EOF\nwc -c < out.txt; cat");
+    let mut req = request(&command, dir.to_str().unwrap());
+    req.stdin = Some(bytes::Bytes::from_static(b"stdin after\n"));
+    let r = engine.exec(&target(), req).await.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.stdout, format!("{}\nstdin after\n", body.len()).into_bytes());
+    assert_eq!(std::fs::read_to_string(dir.join("out.txt")).unwrap(), body);
+    // Trailing newlines of the command are kept, and no stdin still means EOF.
+    let command = format!("{}\nprintf ok; cat\n\n\n", "#".repeat(20_000));
+    let r = engine.exec(&target(), request(&command, dir.to_str().unwrap())).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(0), &b"ok"[..]));
+}

@@ -253,3 +253,15 @@ async fn exec_reattached_survives_cut_connections_with_exact_output() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!dir.join("ran").exists());
 }
+
+#[tokio::test]
+async fn a_long_command_can_be_spawned_and_listed() {
+    let (engine, dir) = local_engine("p-long");
+    let command = format!("# {}\necho long; cat", "x".repeat(50_000));
+    let mut req = spawn_req(&command, &dir);
+    req.stdin = SpawnStdin::Bytes(Bytes::from_static(b"in\n"));
+    let p = process::spawn(&engine, &target(), req).await.unwrap();
+    let (out, _, _, exit) = follow_all(&engine, &p.id, None).await;
+    assert_eq!((out.as_str(), exit.exit_code), ("long\nin\n", Some(0)));
+    assert_eq!(process::find(&engine, &target(), &p.id).await.unwrap().unwrap().command, command);
+}

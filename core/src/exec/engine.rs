@@ -27,7 +27,7 @@ use super::runs::Runs;
 use super::runtime::{PodExecRuntime, Release, Runtime};
 use super::status::Completion;
 use super::trailer::TrailerScanner;
-use super::wrapper::{self, CommandSpec, WrapperEnd};
+use super::wrapper::{self, CommandSpec, WrapperCall, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{Error, ErrorCode, Result};
 
@@ -200,7 +200,15 @@ impl ExecEngine {
         let stdin = stdin.filter(|s| !s.is_empty());
         let run = self.inner.runs.start();
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
-        let argv = wrapper::wrapper_argv(&run.id, &spec, run.cleanup_bound)?;
+        let WrapperCall { argv, stdin_prefix } = wrapper::wrapper_argv(&run.id, &spec, run.cleanup_bound)?;
+        let stdin = match (stdin_prefix, stdin) {
+            (None, stdin) => stdin,
+            (Some(prefix), None) => Some(Bytes::from(prefix)),
+            (Some(mut prefix), Some(user)) => {
+                prefix.extend_from_slice(&user);
+                Some(Bytes::from(prefix))
+            }
+        };
         if cancel.is_cancelled() {
             return Err(aborted());
         }
@@ -336,6 +344,10 @@ impl ExecEngine {
             (Ok(_), Some(WrapperEnd::BadCwd)) => Err(Error::new(
                 ErrorCode::NotFound,
                 format!("cwd {cwd:?} does not exist or is not an accessible directory; nothing was run"),
+            )),
+            (Ok(_), Some(WrapperEnd::ShortCommand)) => Err(Error::new(
+                ErrorCode::ConnectionLost,
+                "the command did not arrive completely on the exec's stdin; nothing was run",
             )),
             (Ok(_), Some(WrapperEnd::NoRunDir)) => Err(Error::internal(
                 "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/run in the sandbox (is the filesystem read-only? \

@@ -29,7 +29,17 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 ///
 /// `$1` run id, `$2` cwd (empty: stay in the exec's directory), `$3` command,
 /// `$4` stdin byte count (empty: no stdin), `$5` cleanup bound (empty: none),
-/// `$6…` `NAME=VALUE` pairs.
+/// `$6` length of a command sent on stdin instead of in `$3` (empty: none),
+/// `$7…` `NAME=VALUE` pairs.
+///
+/// A command over [`ARGV_COMMAND_MAX`] bytes goes on stdin, ahead of the
+/// user's stdin bytes: the exec request's URL carries argv, and API servers
+/// refuse URLs beyond about 64 KB (a 100 KB heredoc from an agent would fail
+/// with "uri too long"). The wrapper reads it with `head -c` and checks that
+/// it ends with the run id (appended by the engine), so a command cut short
+/// by a dropped connection is never run (`short` trailer). Then it is one
+/// argument of `sh -c`, as long as Linux allows (128 KiB) and `sh -c`
+/// accepts locally.
 ///
 /// The command runs in the foreground as `/bin/sh -c "$3"`: one fork and one
 /// exec beyond the wrapper's own shell (no `setsid`, no `&`: a background
@@ -59,8 +69,9 @@ pub const WRAPPER: &str = r#"i=$1;r=/dev/shm/.agent-sandbox/run;f=$r/$i;c=$3;n=$
 t(){ printf '\036asb %s %s\n' "$i" "$1";printf '\036asb %s %s\n' "$i" "$1" >&2;}
 q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.k};case $y in ''|*[!0-9]*) continue;;esac;[ "$y" -lt "$b" ]&&set -- "$@" "$x";done;[ $# -gt 0 ]&&rm -f -- "$@" </dev/null >/dev/null 2>&1 &}
 { echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";}||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$i;echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";};};} 2>/dev/null||{ t rundir;exit 0;}
+[ -n "$6" ]&&{ c=$(head -c "$6");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ t cwd;exit 0;};fi
-shift 5
+shift 6
 [ $# -gt 0 ]&&e='env --'||e=
 { if [ -n "$n" ];then head -c "$n"|{ ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s";}
 else ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) </dev/null 2>&4 4>&-
@@ -91,21 +102,37 @@ pub struct CommandSpec<'a> {
     pub stdin_len: Option<usize>,
 }
 
+/// Commands longer than this (bytes) travel on stdin, not in the URL.
+pub const ARGV_COMMAND_MAX: usize = 8 * 1024;
+
+/// The wrapper's `argv`, and the bytes to send ahead of the user's stdin (a
+/// long command, see [`WRAPPER`]).
+#[derive(Debug)]
+pub struct WrapperCall {
+    /// For the exec request.
+    pub argv: Vec<String>,
+    /// Command bytes (then the run id) for the start of stdin.
+    pub stdin_prefix: Option<Vec<u8>>,
+}
+
 /// Checks a request and builds the wrapper's `argv`. Fails with
 /// `invalid_request` before anything runs: bad env names, and NUL bytes
 /// anywhere (argv strings cannot carry them). `cleanup` is the bound passed
 /// as `$5` (see [`WRAPPER`]).
-pub fn wrapper_argv(run_id: &str, spec: &CommandSpec<'_>, cleanup: Option<u64>) -> Result<Vec<String>> {
+pub fn wrapper_argv(run_id: &str, spec: &CommandSpec<'_>, cleanup: Option<u64>) -> Result<WrapperCall> {
     no_nul("command", spec.command)?;
     no_nul("cwd", spec.cwd)?;
-    let mut args = Vec::with_capacity(5 + spec.env.len());
+    let on_stdin = spec.command.len() > ARGV_COMMAND_MAX;
+    let mut args = Vec::with_capacity(6 + spec.env.len());
     args.push(run_id.to_owned());
     args.push(spec.cwd.to_owned());
-    args.push(spec.command.to_owned());
+    args.push(if on_stdin { String::new() } else { spec.command.to_owned() });
     args.push(spec.stdin_len.map(|n| n.to_string()).unwrap_or_default());
     args.push(cleanup.map(|n| n.to_string()).unwrap_or_default());
+    let stdin_prefix = on_stdin.then(|| [spec.command.as_bytes(), run_id.as_bytes()].concat());
+    args.push(stdin_prefix.as_ref().map(|p| p.len().to_string()).unwrap_or_default());
     args.extend(env_pairs(spec.env)?);
-    Ok(script_argv(WRAPPER, args))
+    Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix })
 }
 
 /// `NAME=VALUE` arguments for `env --`, each name checked.
@@ -155,6 +182,8 @@ pub enum WrapperEnd {
     BadCwd,
     /// The run directory could not be created; nothing ran.
     NoRunDir,
+    /// A command sent on stdin arrived incomplete; nothing ran.
+    ShortCommand,
 }
 
 impl WrapperEnd {
@@ -163,6 +192,7 @@ impl WrapperEnd {
         match token {
             "cwd" => Some(Self::BadCwd),
             "rundir" => Some(Self::NoRunDir),
+            "short" => Some(Self::ShortCommand),
             n => n.parse().ok().map(Self::Exited),
         }
     }
@@ -189,11 +219,17 @@ mod tests {
     fn wrapper_arguments_are_positional() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
         let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3) };
-        let argv = wrapper_argv("i.1", &spec, Some(7)).unwrap();
-        assert_eq!(&argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
-        assert_eq!(&argv[4..], &["i.1", "/w s", "echo \"$A\"", "3", "7", "A=x'$(y)`z`\n"]);
+        let call = wrapper_argv("i.1", &spec, Some(7)).unwrap();
+        assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
+        assert_eq!(&call.argv[4..], &["i.1", "/w s", "echo \"$A\"", "3", "7", "", "A=x'$(y)`z`\n"]);
+        assert!(call.stdin_prefix.is_none());
         let no_stdin = CommandSpec { stdin_len: None, env: &[], ..spec };
-        assert_eq!(&wrapper_argv("i.2", &no_stdin, None).unwrap()[7..], &["", ""]);
+        assert_eq!(&wrapper_argv("i.2", &no_stdin, None).unwrap().argv[7..], &["", "", ""]);
+        // A long command goes on stdin, followed by the run id.
+        let long = "x".repeat(ARGV_COMMAND_MAX + 1);
+        let call = wrapper_argv("i.3", &CommandSpec { command: &long, ..no_stdin }, None).unwrap();
+        assert_eq!(&call.argv[6..10], &["", "", "", &(long.len() + 3).to_string()]);
+        assert_eq!(call.stdin_prefix.unwrap(), [long.as_bytes(), b"i.3"].concat());
     }
 
     #[test]

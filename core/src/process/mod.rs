@@ -22,7 +22,7 @@ pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
-use crate::exec::wrapper::{env_pairs, no_nul, script_argv};
+use crate::exec::wrapper::{env_pairs, no_nul, script_argv, ARGV_COMMAND_MAX};
 use crate::exec::{script_status, Completion, ExecEngine, ExecTarget, OutputChunk, Stream};
 use stream::{State, StreamReader};
 
@@ -157,17 +157,27 @@ pub(crate) async fn spawn_with(
         SpawnStdin::Bytes(b) => (b.len().to_string(), Some(b)),
         SpawnStdin::Open => ("open".to_owned(), None),
     };
+    // A long command goes on stdin, as for exec (see the wrapper).
+    let on_stdin = command.len() > ARGV_COMMAND_MAX;
+    let stdin_bytes = if on_stdin {
+        let mut all = [command.as_bytes(), id.as_bytes()].concat();
+        all.extend_from_slice(stdin_bytes.as_deref().unwrap_or_default());
+        Some(Bytes::from(all))
+    } else {
+        stdin_bytes
+    };
+    let flags = format!("{}{}", if ephemeral { "e" } else { "" }, if on_stdin { "c" } else { "" });
     let timeout = timeout.map(|t| format!("{:.3}", t.as_secs_f64().max(0.001))).unwrap_or_default();
     let mut args = vec![
         id.clone(),
         cwd.clone(),
-        command.clone(),
+        if on_stdin { String::new() } else { command.clone() },
         stdin_arg,
         timeout,
         max_output_bytes.to_string(),
         started_at_ms.to_string(),
         command.len().to_string(),
-        if ephemeral { "e" } else { "" }.to_owned(),
+        flags,
     ];
     args.extend(env);
     let mut reply = HeaderLine::default();

@@ -50,20 +50,22 @@ read -r p w ws r1 r2 h cap at n <"$d/p"||{ echo gone;exit 0;}
 /// Starts a process. `$1` id, `$2` cwd (empty: the exec's), `$3` command,
 /// `$4` stdin (empty: none, `open`: a FIFO for `writeStdin`, else the number
 /// of stdin bytes sent now), `$5` timeout in seconds (empty: none), `$6` cap
-/// per stream, `$7` start time (ms), `$8` command length (bytes), `$9` `e`
-/// for a process removed a minute after it exits (else empty), `$10…`
-/// `NAME=VALUE` pairs. Prints `ok <pid>` once the command runs, or `cwd`,
+/// per stream, `$7` start time (ms), `$8` command length (bytes), `$9`
+/// flags: `e` for a process removed a minute after it exits, `c` for a
+/// command sent on stdin (then the id, ahead of the stdin bytes) instead of
+/// in `$3` (see [`crate::exec::wrapper::WRAPPER`]), `$10…` `NAME=VALUE` pairs. Prints `ok <pid>` once the command runs, or `cwd`,
 /// `rundir`, `short` (stdin incomplete) having started nothing. Also removes,
 /// in the background, exited processes past their retention.
 pub const SPAWN: &str = concat!(
     kill_lib!(),
     r#"i=$1;b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$i;c=$3;m=$4;o=$5;cap=$6;L=$(($6+64));at=$7;n=$8
+case $9 in *c*) c=$(head -c $((n+20)));case $c in *"$i") c=${c%"$i"};; *) echo short;exit 0;;esac;;esac
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo cwd;exit 0;};fi
 mkdir -p "$d" 2>/dev/null||{ echo rundir;exit 0;}
 if [ "$m" = open ];then mkfifo "$d/o" "$d/e" "$d/0";else mkfifo "$d/o" "$d/e";fi 2>/dev/null||{ rm -rf -- "$d";echo rundir;exit 0;}
 I=/dev/null
 case $m in '') ;; open) I=$d/0;; *) I=$d/i;head -c "$m" >"$I";[ "$(stat -c %s -- "$I")" = "$m" ]||{ rm -rf -- "$d";echo short;exit 0;};;esac
-printf '%s' "$c" >"$d/c";: >"$d/1";: >"$d/2";[ "$9" = e ]&&: >"$d/m"
+printf '%s' "$c" >"$d/c";: >"$d/1";: >"$d/2";case $9 in *e*) : >"$d/m";;esac
 shift 9
 v='env --';env --default-signal=INT true 2>/dev/null&&v='env --default-signal=INT,QUIT --'
 if stdbuf -o0 true 2>/dev/null;then y(){ stdbuf -o0 head -c "$L" >>"$1";exec cat;};else y(){ exec cat >>"$1";};fi
