@@ -244,7 +244,7 @@ impl NativeSandbox {
 pub(crate) fn timeout(name: &str, value: Option<f64>) -> napi::Result<Option<Duration>> {
     match value {
         None => Ok(None),
-        Some(ms) if ms == 0.0 => Ok(None),
+        Some(0.0) => Ok(None),
         Some(ms) if ms.is_finite() && ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
             .map(Some)
             .map_err(|_| invalid(format!("{name} is too large: {ms}"))),

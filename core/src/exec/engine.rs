@@ -374,7 +374,7 @@ impl ExecEngine {
     /// Best-effort kill of one run's process tree through a second exec.
     async fn kill(&self, target: &ExecTarget, run: &str) {
         let argv = kill::kill_argv(&[run.to_owned()]);
-        let work = self.run_with(target, argv, None, Release::new(), |rx| drain_channel(rx));
+        let work = self.run_with(target, argv, None, Release::new(), drain_channel);
         // Failure leaves an orphan for the next sweep; nothing better to do here.
         let _ = tokio::time::timeout(KILL_TIMEOUT, work).await;
     }

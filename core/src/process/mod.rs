@@ -181,7 +181,10 @@ pub(crate) async fn spawn_with(
     ];
     args.extend(env);
     let mut reply = HeaderLine::default();
-    let ran = engine.run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| Ok(drop(reply.feed(chunk)))).await;
+    let ran = engine.run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
+        reply.feed(chunk);
+        Ok(())
+    }).await;
     let (ended, stderr) = match ran {
         Ok(ran) => ran,
         // The connection broke: the script may have got far enough to start
@@ -249,7 +252,10 @@ pub async fn find(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<
 async fn list_matching(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Vec<ProcessInfo>> {
     let mut out = Vec::new();
     let (ended, stderr) =
-        engine.run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| Ok(out.extend_from_slice(&c))).await?;
+        engine.run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| {
+            out.extend_from_slice(&c);
+            Ok(())
+        }).await?;
     script_status(ended, "listing processes", stderr)?;
     parse_list(&out)
 }
@@ -321,7 +327,10 @@ pub async fn close_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str) -> 
 async fn stdin_call(engine: &ExecEngine, target: &ExecTarget, id: &str, args: Vec<String>, data: Option<Bytes>) -> Result<()> {
     let mut reply = HeaderLine::default();
     let (ended, stderr) =
-        engine.run_script(target, script_argv(scripts::STDIN, args), data, |c| Ok(drop(reply.feed(c)))).await?;
+        engine.run_script(target, script_argv(scripts::STDIN, args), data, |c| {
+            reply.feed(c);
+            Ok(())
+        }).await?;
     let state = |what: &str| Error::new(ErrorCode::InvalidState, format!("process {id}: {what}"));
     match ended {
         Completion::Exited(0) if reply.line() == Some(b"gone") => {
