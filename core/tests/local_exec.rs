@@ -25,10 +25,10 @@ async fn exit_codes_and_streams() {
     let (engine, dir) = local_engine("codes");
     let cwd = dir.to_str().unwrap();
     for (command, code) in [("true", 0), ("false", 1), ("exit 7", 7), ("no-such-command-xyz", 127)] {
-        let r = engine.exec(&target(), request(command, cwd)).await.unwrap();
+        let r = engine.exec(target(), request(command, cwd)).await.unwrap();
         assert_eq!(r.exit_code, Some(code), "{command}");
     }
-    let r = engine.exec(&target(), request("echo out; echo err >&2; printf tail", cwd)).await.unwrap();
+    let r = engine.exec(target(), request("echo out; echo err >&2; printf tail", cwd)).await.unwrap();
     assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"out\ntail"[..], &b"err\n"[..]));
 }
 
@@ -37,7 +37,7 @@ async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
     let (engine, dir) = local_engine("background");
     let t0 = Instant::now();
     let r = engine
-        .exec(&target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap()))
+        .exec(target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap()))
         .await
         .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
@@ -48,7 +48,7 @@ async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
     assert!(alive(pid), "the background child keeps running");
     // Its pipes are still being drained: it can write without EPIPE.
     let r = engine
-        .exec(&target(), request("(sleep 0.3; echo late; sleep 2; touch wrote-after) & echo x", dir.to_str().unwrap()))
+        .exec(target(), request("(sleep 0.3; echo late; sleep 2; touch wrote-after) & echo x", dir.to_str().unwrap()))
         .await
         .unwrap();
     assert_eq!(r.stdout, b"x\n");
@@ -61,7 +61,7 @@ async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
 async fn output_that_looks_like_a_trailer_is_output() {
     let (engine, dir) = local_engine("fake-trailer");
     let r = engine
-        .exec(&target(), request(r"printf '\036asb 0.1 0\n\036asb'; printf '\036' >&2", dir.to_str().unwrap()))
+        .exec(target(), request(r"printf '\036asb 0.1 0\n\036asb'; printf '\036' >&2", dir.to_str().unwrap()))
         .await
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
@@ -75,7 +75,7 @@ async fn timeout_kills_the_tree_including_reparented_children() {
     let cwd = dir.to_str().unwrap();
     let mut req = request("(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 2; touch child-ran) & sleep 100", cwd);
     req.timeout = Some(Duration::from_millis(500));
-    let r = engine.exec(&target(), req).await.unwrap();
+    let r = engine.exec(target(), req).await.unwrap();
     assert_eq!((r.exit_code, r.timed_out), (None, true));
     let found = pids(&r.stdout);
     assert_eq!(found.len(), 2, "{:?}", String::from_utf8_lossy(&r.stdout));
@@ -92,7 +92,7 @@ async fn a_term_ignoring_command_is_killed_after_the_grace() {
     let mut req = request("trap '' TERM; (trap '' TERM; sleep 4; touch child-ran) & sleep 100", dir.to_str().unwrap());
     req.timeout = Some(Duration::from_millis(300));
     let t0 = Instant::now();
-    let r = engine.exec(&target(), req).await.unwrap();
+    let r = engine.exec(target(), req).await.unwrap();
     assert!(r.timed_out);
     assert!(t0.elapsed() >= Duration::from_secs(2), "KILL came before the grace: {:?}", t0.elapsed());
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -108,7 +108,7 @@ async fn abort_kills_the_tree_and_fails_with_aborted() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         cancel.cancel();
     });
-    let e = engine.exec(&target(), req).await.unwrap_err();
+    let e = engine.exec(target(), req).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Aborted);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!dir.join("child-ran").exists());
@@ -118,7 +118,7 @@ async fn abort_kills_the_tree_and_fails_with_aborted() {
 async fn a_missing_cwd_runs_nothing() {
     let (engine, dir) = local_engine("cwd");
     let missing = dir.join("missing");
-    let e = engine.exec(&target(), request("touch ran", missing.to_str().unwrap())).await.unwrap_err();
+    let e = engine.exec(target(), request("touch ran", missing.to_str().unwrap())).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
     assert!(!dir.join("ran").exists() && !missing.exists());
 }
@@ -129,11 +129,11 @@ async fn stdin_reaches_eof_and_unread_stdin_does_not_hang() {
     let cwd = dir.to_str().unwrap();
     let mut req = request("cat; echo eof >&2", cwd);
     req.stdin = Some(bytes::Bytes::from_static(b"abc\0def"));
-    let r = engine.exec(&target(), req).await.unwrap();
+    let r = engine.exec(target(), req).await.unwrap();
     assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"abc\0def"[..], &b"eof\n"[..]));
     let mut req = request("echo done", cwd);
     req.stdin = Some(bytes::Bytes::from(vec![0u8; 1 << 20]));
-    assert_eq!(engine.exec(&target(), req).await.unwrap().stdout, b"done\n");
+    assert_eq!(engine.exec(target(), req).await.unwrap().stdout, b"done\n");
 }
 
 #[tokio::test]
@@ -142,17 +142,16 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     let a = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     let cwd = dir.to_str().unwrap().to_owned();
     // A finished exec of A that left a child running on purpose.
-    let r = a.exec(&target(), request("sleep 60 & echo $!", &cwd)).await.unwrap();
+    let r = a.exec(target(), request("sleep 60 & echo $!", &cwd)).await.unwrap();
     let leftover = pids(&r.stdout)[0];
     // A run of A still going when A "crashes" (its future is dropped).
-    let t = target();
-    let running = a.exec(&t, request("sleep 300", &cwd));
+    let running = a.exec(target(), request("sleep 300", &cwd));
     let _ = tokio::time::timeout(Duration::from_millis(500), running).await;
     let before = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
     assert!(before >= 1);
 
     let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
-    b.sweep_orphans(&target()).await.unwrap();
+    b.sweep_orphans(target()).await.unwrap();
     let sleepers = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
     let still: Vec<u32> = pids(&sleepers.stdout).into_iter().filter(|p| {
         std::fs::read(format!("/proc/{p}/environ")).map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}", dir.display()))).unwrap_or(false)
@@ -170,7 +169,7 @@ async fn finished_records_are_cleaned_up_as_runs_go_on() {
     let (engine, dir) = local_engine("cleanup");
     let cwd = dir.to_str().unwrap();
     for _ in 0..300 {
-        engine.exec(&target(), request("true", cwd)).await.unwrap();
+        engine.exec(target(), request("true", cwd)).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let left = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
@@ -184,7 +183,7 @@ async fn a_killed_command_leaves_no_shell_job_report_in_stderr() {
         let mut req = request("echo started; sleep 100", dir.to_str().unwrap());
         req.timeout = Some(Duration::from_millis(300));
         req.stdin = stdin;
-        let r = engine.exec(&target(), req).await.unwrap();
+        let r = engine.exec(target(), req).await.unwrap();
         assert!(r.timed_out);
         assert_eq!((r.stdout.as_slice(), r.stderr.as_slice()), (&b"started\n"[..], &b""[..]));
     }
@@ -198,12 +197,12 @@ async fn a_command_too_long_for_a_url_runs_like_a_short_one() {
     let command = format!("cat > out.txt <<'EOF'\n{body}EOF\nwc -c < out.txt; cat");
     let mut req = request(&command, dir.to_str().unwrap());
     req.stdin = Some(bytes::Bytes::from_static(b"stdin after\n"));
-    let r = engine.exec(&target(), req).await.unwrap();
+    let r = engine.exec(target(), req).await.unwrap();
     assert_eq!(r.exit_code, Some(0), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(r.stdout, format!("{}\nstdin after\n", body.len()).into_bytes());
     assert_eq!(std::fs::read_to_string(dir.join("out.txt")).unwrap(), body);
     // Trailing newlines of the command are kept, and no stdin still means EOF.
     let command = format!("{}\nprintf ok; cat\n\n\n", "#".repeat(20_000));
-    let r = engine.exec(&target(), request(&command, dir.to_str().unwrap())).await.unwrap();
+    let r = engine.exec(target(), request(&command, dir.to_str().unwrap())).await.unwrap();
     assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(0), &b"ok"[..]));
 }

@@ -25,8 +25,8 @@ use super::kill;
 use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::runs::Runs;
 use super::runtime::{PodExecRuntime, Release, Runtime};
+use super::sink::{Collector, Sink, Wrapped};
 use super::status::Completion;
-use super::trailer::TrailerScanner;
 use super::wrapper::{self, CommandSpec, WrapperCall, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{Error, ErrorCode, Result};
@@ -130,19 +130,6 @@ pub(crate) struct Command {
     /// Counts against `maxConcurrentExecs`. Long-lived followers do not, so
     /// a few of them cannot starve every other call.
     pub capped: bool,
-}
-
-/// Takes a command's output as it arrives (the wrapper's trailer removed).
-pub(crate) trait Sink: Send {
-    /// One piece of output; [`Flow::Done`] ends the session at once, closing
-    /// its connection without killing the command.
-    fn output(&mut self, chunk: OutputChunk) -> impl Future<Output = Result<Flow>> + Send;
-}
-
-/// Whether a [`Sink`] wants more.
-pub(crate) enum Flow {
-    More,
-    Done,
 }
 
 /// How [`ExecEngine::run_command`] ended.
@@ -417,115 +404,6 @@ pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -
             String::from_utf8_lossy(&stderr.into_inner()).trim()
         ))),
     })
-}
-
-/// The wrapper's side of a run's output: strips the trailers, hands the rest
-/// to the sink, and releases the session once both trailers are in (or the
-/// sink is done).
-struct Wrapped<'s, K> {
-    stdout: TrailerScanner,
-    stderr: TrailerScanner,
-    sink: &'s mut K,
-    release: Release,
-    sink_done: bool,
-    pieces: Vec<Bytes>,
-}
-
-impl<'s, K: Sink> Wrapped<'s, K> {
-    fn new(run: &str, sink: &'s mut K, release: Release) -> Self {
-        Wrapped {
-            stdout: TrailerScanner::new(run),
-            stderr: TrailerScanner::new(run),
-            sink,
-            release,
-            sink_done: false,
-            pieces: Vec::new(),
-        }
-    }
-
-    async fn consume(&mut self, mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
-        while let Some(OutputChunk { stream, data }) = rx.recv().await {
-            if self.release.is_requested() {
-                continue;
-            }
-            let scanner = match stream {
-                Stream::Stdout => &mut self.stdout,
-                Stream::Stderr => &mut self.stderr,
-            };
-            let pieces = &mut self.pieces;
-            scanner.feed(data, |piece| pieces.push(piece));
-            self.deliver(stream).await?;
-            if self.stdout.status().is_some() && self.stderr.status().is_some() {
-                self.release.drain();
-            }
-        }
-        if !self.release.is_requested() {
-            // The session ended without trailers: what was held back is output.
-            for stream in [Stream::Stdout, Stream::Stderr] {
-                let scanner = match stream {
-                    Stream::Stdout => &mut self.stdout,
-                    Stream::Stderr => &mut self.stderr,
-                };
-                self.pieces.extend(scanner.finish());
-                self.deliver(stream).await?;
-            }
-        }
-        Ok(())
-    }
-
-    async fn deliver(&mut self, stream: Stream) -> Result<()> {
-        for data in std::mem::take(&mut self.pieces) {
-            if self.sink_done {
-                break;
-            }
-            if let Flow::Done = self.sink.output(OutputChunk { stream, data }).await? {
-                self.sink_done = true;
-                self.release.close();
-            }
-        }
-        Ok(())
-    }
-
-    /// How the wrapper said the command ended, and whether the sink ended it.
-    fn end(&self) -> (Option<WrapperEnd>, bool) {
-        let status = self.stdout.status().or(self.stderr.status());
-        (status.and_then(WrapperEnd::parse), self.sink_done)
-    }
-}
-
-/// Collects a user command's output: keeps the capped buffers, forwards
-/// every chunk to the caller's channel.
-struct Collector {
-    stdout: HeadBuffer,
-    stderr: HeadBuffer,
-    output: Option<mpsc::Sender<OutputChunk>>,
-}
-
-impl Collector {
-    fn new(limit: usize, output: Option<mpsc::Sender<OutputChunk>>) -> Self {
-        Collector { stdout: HeadBuffer::new(limit), stderr: HeadBuffer::new(limit), output }
-    }
-
-    fn result(self, exit_code: Option<i32>, timed_out: bool) -> ExecResult {
-        let truncated = self.stdout.truncated() || self.stderr.truncated();
-        ExecResult { exit_code, timed_out, stdout: self.stdout.into_inner(), stderr: self.stderr.into_inner(), truncated }
-    }
-}
-
-impl Sink for Collector {
-    async fn output(&mut self, chunk: OutputChunk) -> Result<Flow> {
-        match chunk.stream {
-            Stream::Stdout => self.stdout.push(&chunk.data),
-            Stream::Stderr => self.stderr.push(&chunk.data),
-        }
-        if let Some(tx) = &self.output {
-            if tx.send(chunk).await.is_err() {
-                // The consumer is gone; the result buffers still fill.
-                self.output = None;
-            }
-        }
-        Ok(Flow::More)
-    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //! stream with; [`kill`] finds and kills a command's process tree;
 //! [`runtime`] is the transport ([`Runtime`], with [`PodExecRuntime`]
 //! speaking the pods/exec channel protocol); [`watch`] fails execs whose pod
-//! goes away; [`engine`] ties them together; [`status`] and [`output`] are
-//! the pure pieces.
+//! goes away; [`engine`] ties them together, handing output to a [`sink`];
+//! [`status`] and [`output`] are the pure pieces.
 //!
 //! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <env…>`:
 //! the wrapper records its pid under `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`,
@@ -23,12 +23,14 @@ pub mod kill;
 pub mod output;
 mod runs;
 mod runtime;
+mod sink;
 pub mod status;
 pub mod trailer;
 mod watch;
 pub mod wrapper;
 
-pub(crate) use engine::{aborted, script_status, Command, Flow, Sink};
+pub(crate) use engine::{aborted, script_status, Command};
+pub(crate) use sink::{Flow, Sink};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
 pub use runtime::{PodExecRuntime, Release, Runtime};

@@ -10,6 +10,7 @@
 //! pod (suspend, deletion), after which its handle reports `lost`.
 
 mod follow;
+mod reader;
 pub mod scripts;
 pub mod stream;
 
@@ -23,8 +24,8 @@ pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
 use crate::exec::wrapper::{env_pairs, no_nul, script_argv, ARGV_COMMAND_MAX};
-use crate::exec::{script_status, Completion, ExecEngine, ExecTarget, OutputChunk, Stream};
-use stream::{State, StreamReader};
+use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
+use reader::Reader;
 
 /// Default cap of each stream's stored output.
 pub const DEFAULT_CAP: u64 = 32 * 1024 * 1024;
@@ -356,105 +357,6 @@ pub async fn kill(engine: &ExecEngine, target: &ExecTarget, id: &str, signal: &s
     script_status(ended, "signalling the process", stderr).map(drop)
 }
 
-/// Turns a read script's output into chunks: the state line, then each
-/// stream through its [`StreamReader`].
-pub(crate) struct Reader {
-    id: String,
-    start: Cursor,
-    header: HeaderLine,
-    state: Option<State>,
-    /// stdout, stderr.
-    streams: Option<[StreamReader; 2]>,
-    /// Stderr that arrived before the state line.
-    early: Vec<Bytes>,
-}
-
-impl Reader {
-    pub(crate) fn new(id: &str, start: Cursor) -> Self {
-        Reader { id: id.to_owned(), start, header: HeaderLine::default(), state: None, streams: None, early: Vec::new() }
-    }
-
-    /// Feeds one chunk of a read script's output.
-    pub(crate) fn feed(&mut self, chunk: OutputChunk, mut emit: impl FnMut(ProcessChunk)) {
-        match (chunk.stream, &self.streams) {
-            (Stream::Stdout, None) => {
-                let rest = self.header.feed(chunk.data);
-                let Some(line) = self.header.line() else { return };
-                self.state = State::parse(line);
-                let cap = match &self.state {
-                    Some(State::Known { cap, .. }) => *cap,
-                    _ => 0,
-                };
-                self.streams = Some([
-                    StreamReader::new(&self.id, self.start.stdout, cap),
-                    StreamReader::new(&self.id, self.start.stderr, cap),
-                ]);
-                for early in std::mem::take(&mut self.early) {
-                    self.feed_stream(Stream::Stderr, early, &mut emit);
-                }
-                if let Some(rest) = rest {
-                    self.feed_stream(Stream::Stdout, rest, &mut emit);
-                }
-            }
-            (Stream::Stderr, None) => self.early.push(chunk.data),
-            (stream, Some(_)) => self.feed_stream(stream, chunk.data, &mut emit),
-        }
-    }
-
-    fn feed_stream(&mut self, stream: Stream, data: Bytes, emit: &mut impl FnMut(ProcessChunk)) {
-        let Some(streams) = &mut self.streams else { return };
-        let (mine, other) = match stream {
-            Stream::Stdout => (0, 1),
-            Stream::Stderr => (1, 0),
-        };
-        let other_offset = streams[other].offset();
-        streams[mine].feed(data, |data, offset| {
-            let cursor = match stream {
-                Stream::Stdout => Cursor { stdout: offset, stderr: other_offset },
-                Stream::Stderr => Cursor { stdout: other_offset, stderr: offset },
-            };
-            emit(ProcessChunk { sequence: cursor.sequence(), stream, data });
-        });
-    }
-
-    /// Where the reader stands now.
-    pub(crate) fn cursor(&self) -> Cursor {
-        match &self.streams {
-            Some([o, e]) => Cursor { stdout: o.offset(), stderr: e.offset() },
-            None => self.start,
-        }
-    }
-
-    /// Both streams are complete (trailer seen, or the cap reached): the exit, from a
-    /// trailer or the `x` file; or the process is lost.
-    pub(crate) fn exit_after_all(&self) -> Option<ProcessExit> {
-        let (state, streams) = match (&self.state, &self.streams) {
-            (Some(State::Gone), _) => return Some(ProcessExit::LOST),
-            (Some(state @ State::Known { .. }), Some(streams)) => (state, streams),
-            _ => return None,
-        };
-        let State::Known { exit, waiter_alive, .. } = state else { return None };
-        let complete = streams.iter().all(StreamReader::complete);
-        let token = streams.iter().find_map(StreamReader::trailer).or(exit.as_deref());
-        match (complete, token) {
-            (true, Some(token)) => Some(ProcessExit::from_token(token)),
-            // The waiter died without recording an exit: killed, or its pod went.
-            (_, None) if !waiter_alive => Some(ProcessExit::LOST),
-            _ => None,
-        }
-    }
-
-    /// Whether both streams have their trailer (or cap) in what was read.
-    pub(crate) fn complete(&self) -> bool {
-        self.exit_after_all().is_some()
-    }
-
-    /// Output past the cap was seen.
-    pub(crate) fn truncated(&self) -> bool {
-        self.streams.as_ref().is_some_and(|s| s.iter().any(StreamReader::truncated))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,41 +381,5 @@ mod tests {
         assert_eq!((l[1].command.as_str(), l[1].exit.unwrap().exit_code), ("a\nb\n", Some(0)));
         assert_eq!(parse_list(b".\n").unwrap(), vec![]);
         assert!(parse_list(b"x\n").is_err());
-    }
-
-    fn chunk(stream: Stream, data: &'static [u8]) -> OutputChunk {
-        OutputChunk { stream, data: Bytes::from_static(data) }
-    }
-
-    #[test]
-    fn reader_sequences_resume_exactly() {
-        let id = "00000000000100000001";
-        let trailer = b"\x1easb 00000000000100000001 0\n";
-        let mut r = Reader::new(id, Cursor::default());
-        let mut got = Vec::new();
-        r.feed(chunk(Stream::Stderr, b"E1"), |c| got.push(c));
-        r.feed(chunk(Stream::Stdout, b"- 1 100\nO1"), |c| got.push(c));
-        r.feed(chunk(Stream::Stdout, b"O2"), |c| got.push(c));
-        assert!(!r.complete());
-        let mut o = b"O3".to_vec();
-        o.extend_from_slice(trailer);
-        r.feed(OutputChunk { stream: Stream::Stdout, data: o.into() }, |c| got.push(c));
-        r.feed(OutputChunk { stream: Stream::Stderr, data: Bytes::copy_from_slice(trailer) }, |c| got.push(c));
-        assert_eq!(r.exit_after_all().unwrap().exit_code, Some(0));
-        let seqs: Vec<u64> = got.iter().map(|c| c.sequence).collect();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
-        // Resuming after the second chunk gives exactly the rest.
-        let resume = Cursor::from_sequence(got[1].sequence).unwrap();
-        assert_eq!(resume, Cursor { stdout: 2, stderr: 2 });
-    }
-
-    #[test]
-    fn a_gone_or_orphaned_process_is_lost() {
-        let mut r = Reader::new("00000000000100000001", Cursor::default());
-        r.feed(chunk(Stream::Stdout, b"gone\n"), |_| {});
-        assert_eq!(r.exit_after_all(), Some(ProcessExit::LOST));
-        let mut r = Reader::new("00000000000100000001", Cursor::default());
-        r.feed(chunk(Stream::Stdout, b"- 0 100\n"), |_| {});
-        assert_eq!(r.exit_after_all(), Some(ProcessExit::LOST));
     }
 }
