@@ -4,12 +4,10 @@
 // process dies, pod deletion mid-exec, truncation and concurrency.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { apiserver, getObject, kubectl, objectName, skip } from "./cluster.mjs";
-import { allBytes, openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+import { allBytes, openSandbox, sandboxChild, scratchDir, sh } from "./sandbox-fixture.mjs";
 
 describe("exec", { skip, timeout: 600_000 }, () => {
   /** @type {Awaited<ReturnType<typeof openSandbox>>} */
@@ -229,17 +227,7 @@ describe("exec", { skip, timeout: 600_000 }, () => {
 
   test("connect sweeps the process groups a SIGKILLed host process left running", async () => {
     const dir = await scratchDir(sandbox, "orphan");
-    const child = spawn(process.execPath, ["--input-type=module", "-e", ORPHAN_CHILD], {
-      env: {
-        ...process.env,
-        FIXTURE: new URL("./sandbox-fixture.mjs", import.meta.url).href,
-        NATIVE: fileURLToPath(new URL("../native.cjs", import.meta.url)),
-        ACTOR: box.actor,
-        ID: box.id,
-        DIR: dir,
-      },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const child = sandboxChild(box, ["exec", "(while :; do touch alive; sleep 0.2; done) & (sleep 2; touch marker) & echo started; sleep 100"], dir);
     const exited = once(child, "exit").then(([code]) => `exited with ${code}`);
     const line = await Promise.race([once(child.stdout, "data").then(([l]) => String(l).trim()), exited]);
     assert.equal(line, "started");
@@ -254,22 +242,6 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     assert.equal((await sandbox.exec("rm -f alive; sleep 3; test -e alive || test -e marker", { cwd: dir })).exitCode, 1);
   });
 });
-
-// Connects to the sandbox from another Node process and starts a command
-// with a background loop and a delayed marker, then waits to be SIGKILLed.
-const ORPHAN_CHILD = `
-import { createRequire } from "node:module";
-const { OPTIONS } = await import(process.env.FIXTURE);
-const { wrapSandbox } = await import(new URL("../js/sandbox.js", process.env.FIXTURE).href);
-const native = createRequire(process.env.NATIVE)(process.env.NATIVE);
-const p = await native.NativeProvider.open(OPTIONS, null);
-const s = wrapSandbox(await p.connect(process.env.ACTOR, process.env.ID));
-let told = false;
-await s.exec("(while :; do touch alive; sleep 0.2; done) & (sleep 2; touch marker) & echo started; sleep 100", {
-  cwd: process.env.DIR,
-  onData: () => { if (!told) { told = true; process.stdout.write("started\\n"); } },
-});
-`;
 
 describe("exec when the connection or the pod goes away", { skip, timeout: 300_000 }, () => {
   test("an API server restart fails a running exec with connection_lost; the command dies by the next connect", async () => {

@@ -7,14 +7,12 @@
 // across an API server restart, and suspend ending every process.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { agentSandboxProvider } from "agent-sandbox-provider";
-import { actorId, apiserver, namespace, skip } from "./cluster.mjs";
-import { openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+import { actorId, apiserver, getObject, namespace, objectName, skip } from "./cluster.mjs";
+import { openSandbox, sandboxChild, scratchDir, sh } from "./sandbox-fixture.mjs";
 
 /** Numbered lines 1..n, as `seq` prints them. */
 const numbered = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => `${from + i}\n`).join("");
@@ -177,10 +175,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     const dir = await scratchDir(sandbox, "sweep");
     const kept = await sandbox.spawn("while :; do touch spawned; sleep 0.2; done", { cwd: dir });
     // A plain exec left by a dead host process (see exec.test.mjs's orphan test).
-    const child = spawn(process.execPath, ["--input-type=module", "-e", ORPHAN_EXEC], {
-      env: { ...process.env, FIXTURE: fixture, NATIVE: native, ACTOR: box.actor, ID: box.id, DIR: dir },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const child = sandboxChild(box, ["exec", "(while :; do touch plain; sleep 0.2; done) & echo started; sleep 100"], dir);
     const [line] = await once(child.stdout, "data");
     assert.equal(String(line).trim(), "started");
     child.kill("SIGKILL");
@@ -225,48 +220,14 @@ describe("processes", { skip, timeout: 900_000 }, () => {
   });
 });
 
-const fixture = new URL("./sandbox-fixture.mjs", import.meta.url).href;
-const native = fileURLToPath(new URL("../native.cjs", import.meta.url));
-
-/** A Node process following `id` from `after`, printing one JSON line per chunk and one for the end. */
+/** A Node process following `id` from `after`: one JSON line per chunk, then one for the end. */
 function follower(id, afterSequence) {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", FOLLOWER], {
-    env: { ...process.env, FIXTURE: fixture, NATIVE: native, ACTOR: current.actor, ID: current.id, PROC: id, AFTER: afterSequence ?? "" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const child = sandboxChild(current, ["follow", id, ...(afterSequence === undefined ? [] : [String(afterSequence)])]);
   return { child, lines: createInterface({ input: child.stdout }) };
 }
 
 /** The suite's sandbox, for the follower children. */
 let current;
-
-const FOLLOWER = `
-import { createRequire } from "node:module";
-const { OPTIONS } = await import(process.env.FIXTURE);
-const { wrapSandbox } = await import(new URL("../js/sandbox.js", process.env.FIXTURE).href);
-const native = createRequire(process.env.NATIVE)(process.env.NATIVE);
-const p = await native.NativeProvider.open(OPTIONS, null);
-const s = wrapSandbox(await p.connect(process.env.ACTOR, process.env.ID));
-const proc = await s.process(process.env.PROC);
-const after = process.env.AFTER === "" ? undefined : Number(process.env.AFTER);
-const end = await proc.follow({ after, onOutput: (c) => process.stdout.write(JSON.stringify({ sequence: c.sequence, stream: c.stream, data: [...c.data] }) + "\\n") });
-process.stdout.write(JSON.stringify({ exit: end }) + "\\n");
-`;
-
-// A plain exec that keeps touching a file, then waits to be SIGKILLed.
-const ORPHAN_EXEC = `
-import { createRequire } from "node:module";
-const { OPTIONS } = await import(process.env.FIXTURE);
-const { wrapSandbox } = await import(new URL("../js/sandbox.js", process.env.FIXTURE).href);
-const native = createRequire(process.env.NATIVE)(process.env.NATIVE);
-const p = await native.NativeProvider.open(OPTIONS, null);
-const s = wrapSandbox(await p.connect(process.env.ACTOR, process.env.ID));
-let told = false;
-await s.exec("(while :; do touch plain; sleep 0.2; done) & echo started; sleep 100", {
-  cwd: process.env.DIR,
-  onData: () => { if (!told) { told = true; process.stdout.write("started\\n"); } },
-});
-`;
 
 describe("exec({ reattach: true })", { skip, timeout: 300_000 }, () => {
   test("the same result as a plain exec, also across an API server restart in the middle", async () => {
@@ -306,12 +267,20 @@ describe("processes and suspend", { skip, timeout: 300_000 }, () => {
     const id = await p.create(ctx);
     try {
       const sandbox = await p.connect(ctx, id);
+      const podOf = () => {
+        const claim = getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id));
+        const pod = getObject("pods", claim.status.sandbox.name);
+        return `${pod?.metadata.name} ${pod?.metadata.uid} ${pod?.metadata.deletionTimestamp ?? ""}`;
+      };
+      const before = podOf();
       const proc = await sandbox.spawn("sleep 600");
       const waiting = proc.wait();
       await p.suspend(ctx, id);
       assert.deepEqual(await waiting, { exitCode: null, timedOut: false, lost: true });
       const resumed = await p.connect(ctx, id);
-      assert.equal(await resumed.process(proc.id), undefined);
+      const now = podOf();
+      assert.notEqual(now, before, "the resumed sandbox has a new pod");
+      assert.equal(await resumed.process(proc.id), undefined, `pod before ${before}, after ${now}`);
       assert.deepEqual(await proc.wait(), { exitCode: null, timedOut: false, lost: true });
       assert.deepEqual((await proc.poll()).exit, { exitCode: null, timedOut: false, lost: true });
       assert.deepEqual(await resumed.processes(), []);

@@ -5,7 +5,9 @@
 // addon's NativeSandbox, so the fixture takes the sandbox straight from the
 // native provider (the provider's own JS layer is lifecycle.test.mjs's job).
 
+import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import { wrapSandbox } from "../js/sandbox.js";
 import { actorId, namespace } from "./cluster.mjs";
 
@@ -51,4 +53,12 @@ export function allBytes() {
   const out = new Uint8Array(512);
   for (let i = 0; i < 512; i++) out[i] = (i * 167 + 13) & 0xff;
   return out;
+}
+
+/** Starts `sandbox-child.mjs <args>` on `box`'s sandbox (stdout piped, stderr inherited). */
+export function sandboxChild(box, args, dir) {
+  return spawn(process.execPath, [fileURLToPath(new URL("./sandbox-child.mjs", import.meta.url)), ...args], {
+    env: { ...process.env, ACTOR: box.actor, ID: box.id, DIR: dir ?? "/tmp" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
 }
