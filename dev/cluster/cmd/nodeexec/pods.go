@@ -104,10 +104,15 @@ func (m *podManager) startIfRunning(obj any) {
 // enter returns the pod's sandbox (starting it if needed), the container's
 // environment and working directory.
 func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []string, string, error) {
-	pod, err := m.pods.Pods(ns).Get(name)
+	// The API server's own cache (resourceVersion 0), not this informer's:
+	// kwok reports readiness from its own watch, so right after a pod is
+	// re-created under the same name (resume) the informer can still hold the
+	// old pod, whose root and processes are not gone yet, while the client
+	// was already told the new one is Ready. A kubelet that reports
+	// readiness itself cannot disagree with itself like that.
+	pod, err := m.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
-		// The informer may lag a freshly created pod: ask the API server.
-		if pod, err = m.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+		if pod, err = m.pods.Pods(ns).Get(name); err != nil {
 			return nil, nil, "", fmt.Errorf("pod %s/%s: %w", ns, name, err)
 		}
 	}
