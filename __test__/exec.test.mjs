@@ -1,6 +1,6 @@
 // sandbox.exec against the local control plane, as the least-privilege
 // ServiceAccount: exit codes, streams, env/cwd passing, stdin, timeout and
-// abort killing the whole process group, the orphan sweep after the host
+// abort killing the whole process tree, the orphan sweep after the host
 // process dies, pod deletion mid-exec, truncation and concurrency.
 
 import assert from "node:assert/strict";
@@ -131,7 +131,7 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     assert.deepEqual([...r.stdout], [255, 0, 1]);
   });
 
-  test("timeout kills the whole process group and resolves with the output so far", async () => {
+  test("timeout kills the whole process tree and resolves with the output so far", async () => {
     const dir = await scratchDir(sandbox, "timeout");
     const r = await sandbox.exec("echo started; (sleep 2; touch child-ran) & sleep 100", { cwd: dir, timeoutMs: 500 });
     assert.deepEqual(r, { exitCode: null, timedOut: true, stdout: "started\n", stderr: "", truncated: false });
@@ -146,7 +146,7 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     assert.equal((await sandbox.exec("sleep 5; test -e child-ran", { cwd: dir })).exitCode, 1);
   });
 
-  test("abort kills the process group and rejects with Error('aborted')", async () => {
+  test("abort kills the process tree and rejects with Error('aborted')", async () => {
     const dir = await scratchDir(sandbox, "abort");
     const ac = new AbortController();
     const run = sandbox.exec("echo started; (sleep 2; touch child-ran) & sleep 100", {
@@ -225,7 +225,7 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     });
   });
 
-  test("connect sweeps the process groups a SIGKILLed host process left running", async () => {
+  test("connect sweeps the process trees a SIGKILLed host process left running", async () => {
     const dir = await scratchDir(sandbox, "orphan");
     const child = sandboxChild(box, ["exec", "(while :; do touch alive; sleep 0.2; done) & (sleep 2; touch marker) & echo started; sleep 100"], dir);
     const exited = once(child, "exit").then(([code]) => `exited with ${code}`);

@@ -19,7 +19,7 @@ export function wrapSandbox(native) {
     /**
      * Runs `command` with `/bin/sh -c` in the sandbox.
      * Resolves { exitCode, timedOut, stdout, stderr, truncated }: a non-zero
-     * exit resolves; a timeout kills the process group and resolves with
+     * exit resolves; a timeout kills the process tree and resolves with
      * exitCode null and timedOut true; an abort kills it and rejects with
      * Error("aborted"). stdout/stderr keep the first `maxOutputBytes` bytes
      * each (default 16 MiB; `truncated` says bytes were left out) while the

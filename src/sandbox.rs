@@ -106,7 +106,7 @@ pub struct NativeExec {
 
 #[napi]
 impl NativeExec {
-    /// Kills the command (process group) and makes `wait()` reject with `aborted`.
+    /// Kills the command (its process tree) and makes `wait()` reject with `aborted`.
     #[napi]
     pub fn abort(&self) {
         self.cancel.cancel();

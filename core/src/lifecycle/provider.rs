@@ -36,7 +36,7 @@ impl Provider {
     }
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
-    /// process groups left by execs of a previous process (unless this
+    /// process trees left by execs of a previous process (unless this
     /// provider created the sandbox and never connected it before), and
     /// returns it.
     /// `Ok(None)` only when the sandbox no longer exists.

@@ -57,6 +57,9 @@ func main() {
 	if err != nil {
 		klog.Fatalf("kubeconfig: %v", err)
 	}
+	// Every exec looks its pod up (see podManager.enter): client-go's default
+	// of 5 requests a second would cap the node at 5 execs a second.
+	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
