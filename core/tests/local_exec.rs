@@ -206,3 +206,35 @@ async fn a_command_too_long_for_a_url_runs_like_a_short_one() {
     let r = engine.exec(target(), request(&command, dir.to_str().unwrap())).await.unwrap();
     assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(0), &b"ok"[..]));
 }
+
+#[tokio::test]
+async fn the_command_sees_what_sh_c_would_give_it() {
+    let (engine, dir) = local_engine("semantics");
+    let cwd = dir.to_str().unwrap();
+    let run = |command: &str| {
+        let mut req = request(command, cwd);
+        req.env = vec![("MY_VAR".into(), "v".into())];
+        engine.exec(target(), req)
+    };
+    // $$ is the shell running the command; no arguments; none of the wrapper's variables.
+    let r = run(r#"[ "$$" = "$(sh -c 'echo $PPID')" ] && echo same-shell; echo "[$#][$1][$c$i$f$r$n$k][$MY_VAR]""#).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "same-shell\n[0][][][v]\n");
+    // exit, and the command's own EXIT trap, which then prints after it.
+    let r = run("trap 'echo bye' EXIT; echo hi; exit 5").await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(5), &b"hi\nbye\n"[..]));
+    let r = run("echo out; exit 3").await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(3), &b"out\n"[..]));
+    // Redirecting its own stdout puts no trailer in the file.
+    let r = run("exec >redirected.txt; echo x; echo y >&2").await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice(), r.stderr.as_slice()), (Some(0), &b""[..], &b"y\n"[..]));
+    assert_eq!(std::fs::read(dir.join("redirected.txt")).unwrap(), b"x\n");
+    // exec into another program; a PATH that finds nothing.
+    assert_eq!(run("exec sh -c 'exit 4'").await.unwrap().exit_code, Some(4));
+    let mut req = request("ls", cwd);
+    req.env = vec![("PATH".into(), "/nonexistent".into())];
+    assert_eq!(engine.exec(target(), req).await.unwrap().exit_code, Some(127));
+    // Syntax errors are the shell's.
+    let r = run("if").await.unwrap();
+    assert_eq!(r.exit_code, Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("Syntax error"), "{}", String::from_utf8_lossy(&r.stderr));
+}

@@ -2,8 +2,9 @@
 //!
 //! There is no process group to signal: the wrapper runs commands without
 //! `setsid` (a process start per exec; see [`super::wrapper`]). Instead a
-//! kill finds a command's processes in `/proc`: the descendants of the
-//! wrapper (by parent pid), plus every process whose environment carries the
+//! kill finds a command's processes in `/proc`: the wrapper (the command's
+//! own shell, signalled first so it reports no killed job), its descendants
+//! (by parent pid), plus every process whose environment carries the
 //! run's marker `AGENT_SANDBOX_RUN=<id>:` (children whose parent died and
 //! were re-parented to the pod's init), plus their descendants. It sends TERM
 //! twice (the second pass catches children forked during the first), waits up
@@ -19,7 +20,7 @@ use super::wrapper::script_argv;
 /// ` <mark> …` marker values. `kc` adds the matching pids to `K`; `ks SIG`
 /// signals `K`; `kt TENTHS` terminates (TERM, grace, KILL); `st PID` succeeds
 /// for a live process and sets `S` to its start time. Never pid 1 or the
-/// script itself. Without `local` in POSIX sh, the functions use (and
+/// script itself. Roots come first in `K`, so they are signalled first. Without `local` in POSIX sh, the functions use (and
 /// clobber) `K S T P c e j l m q s v x a`: the scripts keep their own state
 /// in other names.
 macro_rules! kill_lib {
@@ -27,10 +28,11 @@ macro_rules! kill_lib {
         r#"st(){ read -r l 2>/dev/null <"/proc/$1/stat"||return 1;set -- ${l##*") "};case $1 in Z|X) return 1;;esac;S=${20};}
 ka(){ case " $K " in *" $1 "*) ;; *) [ "$1" = 1 ]||[ "$1" = "$$" ]||K="$K $1";;esac;}
 kp(){ T="$T $q:$2";}
-kc(){ T=;for s in /proc/[0-9]*/stat;do read -r l 2>/dev/null <"$s"||continue;q=${l%% *};kp ${l##*") "}
+kc(){ for x in $R;do case $x in *:1) ka "${x%:*}";;esac;done
+T=;for s in /proc/[0-9]*/stat;do read -r l 2>/dev/null <"$s"||continue;q=${l%% *};kp ${l##*") "}
 [ -n "$M" ]||continue;v=;{ while IFS= read -r e||[ -n "$e" ];do v=$v$e;done <"/proc/$q/environ";} 2>/dev/null
 for m in $M;do case $v in *"AGENT_SANDBOX_RUN=$m"*) ka "$q";;esac;done;done
-P=$K;for x in $R;do P="$P ${x%:*}";case $x in *:1) ka "${x%:*}";;esac;done
+P=$K;for x in $R;do P="$P ${x%:*}";done
 c=1;while [ -n "$c" ];do c=;for x in $T;do case " $P " in *" ${x#*:} "*) case " $P " in *" ${x%:*} "*) ;; *) P="$P ${x%:*}";ka "${x%:*}";c=1;;esac;;esac;done;done;}
 ks(){ for q in $K;do kill -"$1" "$q";done 2>/dev/null;}
 kt(){ K=;kc;ks TERM;kc;ks TERM;j=0
@@ -63,7 +65,7 @@ D1=/dev/shm/.agent-sandbox/run;D2=${TMPDIR:-/tmp}/.agent-sandbox/run
 R=;M=;Z=;B=
 while read -r a b;do [ "$a" = btime ]&&{ B=$b;break;};done </proc/stat
 ok(){ st "$1"||return 1;u=$(stat -c %Y -- "$2" 2>/dev/null)||return 1;u=$((B+S/100-u));[ "$u" -ge -2 ]&&[ "$u" -le 2 ];}
-ad(){ read -r y 2>/dev/null <"$1"||return 0;[ -n "$y" ]||return 0;if ok "$y" "$1";then R="$R $y:0";M="$M $2:";elif [ "$3" = 1 ];then M="$M $2:";fi;}
+ad(){ read -r y 2>/dev/null <"$1"||return 0;[ -n "$y" ]||return 0;if ok "$y" "$1";then R="$R $y:1";M="$M $2:";elif [ "$3" = 1 ];then M="$M $2:";fi;}
 for d in 1 2;do [ $d = 1 ]&&r=$D1||r=$D2
 if [ "$w" = kill ];then [ -d "$r" ]||mkdir -p "$r" 2>/dev/null;for i;do : 2>/dev/null >"$r/$i.k";ad "$r/$i" "$i" 1;done
 else [ -d "$r" ]||continue;o=$1;n=$2;shift 2

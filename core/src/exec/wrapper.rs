@@ -41,26 +41,32 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 /// argument of `sh -c`, as long as Linux allows (128 KiB) and `sh -c`
 /// accepts locally.
 ///
-/// The command runs in the foreground as `/bin/sh -c "$3"`: one fork and one
-/// exec beyond the wrapper's own shell (no `setsid`, no `&`: a background
-/// job would start with SIGINT ignored and stdin on /dev/null), with
-/// `AGENT_SANDBOX_RUN=<runid>:` in its environment. When it exits, the
-/// wrapper writes the trailer (see [`super::trailer`]) with the exit status
-/// to stdout and stderr; `cwd` and `rundir` trailers report a command that
-/// was never started. The engine ends the exec at the trailers, so children
-/// the command left behind (`server &`) keep running without holding the
-/// call. Every process start and file write counts at a few hundred
-/// microseconds each: the record is written once (`mkdir` only when the
-/// directory is missing) and never removed by this run.
+/// The command runs in the wrapper's own shell: `eval` of the command text
+/// behind a fixed prefix that applies the env pairs (`export`, after which a
+/// user `PATH` no longer matters: only builtins follow) and clears the
+/// wrapper's variables, functions and arguments. No process is started for
+/// it: the exec's one process start is the shell itself, as for a bare
+/// `sh -c`, and `$$`, `exit`, traps and redirections of the command behave as
+/// in `sh -c`. The trailer (see [`super::trailer`]) is written by an EXIT
+/// trap, so it comes after everything the command printed, its own `exit`
+/// included; it goes only to a stream that is still the exec's pipe (a
+/// command that redirected its stdout to a file does not get a trailer in
+/// that file). A command that sets its own EXIT trap or `exec`s another
+/// program has no trailer: its exec ends at the exit status, as every exec
+/// did before trailers (it then waits for children it left holding the
+/// pipes). The one visible difference: dash prefixes error messages of
+/// `eval`ed code with `eval: ` (`sh: 1: eval: foo: not found`). `cwd` and
+/// `rundir` trailers report a command that was never started; the engine
+/// ends the exec at the trailers, so children the command left behind
+/// (`server &`) keep running without holding the call.
 ///
 /// Stdin: the command gets it through `head -c <count>`, so it sees EOF after
 /// exactly the bytes we send, on v4 servers (which cannot signal EOF) as on
-/// v5; a `cat` then drains what the command left unread (otherwise the server
+/// v5; a `cat` in the EXIT trap of that pipeline's shell then drains what
+/// the command left unread, also after its `exit` (otherwise the server
 /// closes its socket with stdin bytes pending, the kernel answers with a
-/// reset, and the exit status is lost). The wrapper has its stderr on
-/// /dev/null while it waits, so its job reports ("Terminated" after a kill)
-/// do not reach the user; the command has the real one. Env pairs are applied
-/// by `env`, so a user `PATH` cannot break the wrapper.
+/// reset, and the trailers and status are lost). Without stdin, the
+/// command's stdin is /dev/null.
 ///
 /// A cleanup bound `K` makes the wrapper remove, in the background, the
 /// records of this engine's runs numbered below `K` (all finished): the
@@ -71,15 +77,14 @@ q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.
 { echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";}||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;f=$r/$i;echo $$ >"$f"||{ mkdir -p "$r"&&echo $$ >"$f";};};} 2>/dev/null||{ t rundir;exit 0;}
 [ -n "$6" ]&&{ c=$(head -c "$6");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ t cwd;exit 0;};fi
-shift 6
-[ $# -gt 0 ]&&e='env --'||e=
-{ if [ -n "$n" ];then head -c "$n"|{ ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) 2>&4 4>&-;s=$?;cat >/dev/null;exit "$s";}
-else ( [ -e "$f.k" ]&&exit 137;AGENT_SANDBOX_RUN=$i: exec $e "$@" /bin/sh -c "$c" ) </dev/null 2>&4 4>&-
-fi;} 4>&2 2>/dev/null
-s=$?
 [ -n "$k" ]&&q "$k"
-t "$s"
-exit "$s""#;
+[ -e "$f.k" ]&&{ t 137;exit 137;}
+shift 6
+export AGENT_SANDBOX_RUN=$i:
+trap "set -- \"\$?\";[ -p /dev/stdout ]&&printf '\\036asb $i %s\\n' \"\$1\";[ -p /dev/stderr ]&&printf '\\036asb $i %s\\n' \"\$1\" >&2" EXIT
+if [ -n "$n" ];then head -c "$n"|{ trap 'command -p cat >/dev/null' EXIT;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i k n p r x y;unset -f t q;$c";}
+else exec </dev/null;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i k n p r x y;unset -f t q;$c"
+fi"#;
 
 /// `argv` for `/bin/sh -c <script> sh <args…>`; `$0` is `sh` so the shell's
 /// own messages read naturally.
