@@ -10,13 +10,14 @@
 //! goes away; [`engine`] ties them together, handing output to a [`sink`];
 //! [`status`] and [`output`] are the pure pieces.
 //!
-//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <env…>`:
-//! the wrapper records its pid under `${TMPDIR:-/tmp}/.agent-sandbox/run/<runid>`,
-//! runs the command in the foreground, and writes a trailer with its exit
-//! status. Timeout, abort and a dropped connection kill the command's process
-//! tree with a second exec; [`ExecEngine::sweep_orphans`] kills the trees of
-//! runs that are no longer live. A descendant that both leaves the tree and
-//! clears its environment escapes the kill.
+//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`:
+//! the wrapper records its pid under `/dev/shm/.agent-sandbox/run/<runid>`,
+//! evaluates the command in its own shell (the exec's only process start),
+//! and writes a trailer with the exit status from an EXIT trap. Timeout,
+//! abort and a dropped connection kill the command's process tree with a
+//! second exec; [`ExecEngine::sweep_orphans`] kills the trees of runs that
+//! are no longer live. A descendant that both leaves the tree and clears its
+//! environment escapes the kill.
 
 mod engine;
 pub mod kill;
