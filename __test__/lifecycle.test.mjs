@@ -241,6 +241,21 @@ describe("lifecycle on the local cluster", { skip }, () => {
     });
   });
 
+  test("another actor cannot use a sandbox, also one this provider created a moment ago", async () => {
+    const { p } = provider({ warmPool: POOL });
+    await withSandbox(p, "owner", async (ctx, id) => {
+      const other = { actorId: actorId("intruder"), client: () => undefined };
+      // Right after create (the fresh fast path), and again after the owner connected.
+      await assert.rejects(p.connect(other, id), (e) => e.code === "invalid_state" && /not created for this actor/.test(e.message));
+      const sandbox = await p.connect(ctx, id);
+      assert.ok(sandbox, "the owner still connects (its first connect was not taken by the other actor)");
+      await assert.rejects(p.connect(other, id), { code: "invalid_state" });
+      await assert.rejects(p.suspend(other, id), { code: "invalid_state" });
+      await assert.rejects(p.destroy(other, id), { code: "invalid_state" });
+      assert.equal((await sandbox.exec("echo mine", { cwd: "/" })).stdout, "mine\n");
+    });
+  });
+
   test("RBAC denial is `forbidden` and names the verb and resource", async () => {
     const { p } = provider({ warmPool: POOL, namespace: "default" });
     await assert.rejects(p.create({ actorId: actorId("forbidden") }), (err) => {

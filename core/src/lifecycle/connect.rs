@@ -60,7 +60,7 @@ impl Lifecycle {
         let id = SandboxId::parse(id)?;
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
-        let fresh = self.take_fresh(&id);
+        let fresh = self.take_fresh(&id, actor_id);
         let call = Call { id: &id, actor_id, deadline, ev: &ev, announce: self.warm() && fresh };
         // A claim this process just created needs no GET: it is ours, create
         // set its TTL, and the watch's initial list shows its state.

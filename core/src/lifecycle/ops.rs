@@ -2,7 +2,7 @@
 //! destroy, without the exec engine. Shared helpers and `create` live here;
 //! connect and suspend/destroy have their own modules.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::stream::BoxStream;
@@ -49,10 +49,12 @@ pub struct Lifecycle {
     pub(super) ttl: Option<Ttl>,
     pub(super) sink: Option<EventSink>,
     /// Ids of claims / Sandboxes created by this process and not yet
-    /// connected. No exec can have run in them, so their first connect skips
-    /// the orphan sweep; a claim's first connect also reports `adopted` /
-    /// `cold_start` and follows the claim with a watch from the start.
-    pub(super) fresh: Mutex<HashSet<String>>,
+    /// connected, with the actor they were created for. No exec can have run
+    /// in them, so their first connect skips the orphan sweep (and the GET
+    /// that checks the owner: only that actor's connect takes the entry); a
+    /// claim's first connect also reports `adopted` / `cold_start` and
+    /// follows the claim with a watch from the start.
+    pub(super) fresh: Mutex<HashMap<String, String>>,
     pool_check: PoolCheck,
 }
 
@@ -66,7 +68,7 @@ impl Lifecycle {
             ttl: config.ttl.map(Ttl::new),
             config,
             sink,
-            fresh: Mutex::new(HashSet::new()),
+            fresh: Mutex::new(HashMap::new()),
             pool_check: PoolCheck::default(),
         }
     }
@@ -187,7 +189,7 @@ impl Lifecycle {
                     if let Some(ttl) = &self.ttl {
                         ttl.mark(&id.to_string());
                     }
-                    self.fresh.lock().map(|mut s| s.insert(id.to_string())).ok();
+                    self.fresh.lock().map(|mut s| s.insert(id.to_string(), actor_id.to_owned())).ok();
                     if self.warm() {
                         ev.emit(EventKind::Claimed, None, None, None);
                     } else {
@@ -215,10 +217,24 @@ impl Lifecycle {
         Err(Error::new(ErrorCode::InvalidState, format!("{} {id} keeps reappearing while being created", kind.resource())))
     }
 
-    /// Whether `id` is fresh (see [`Lifecycle::fresh`]); it no longer is
-    /// afterwards.
-    pub(super) fn take_fresh(&self, id: &SandboxId) -> bool {
-        self.fresh.lock().map(|mut s| s.remove(&id.to_string())).unwrap_or(false)
+    /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]); it no
+    /// longer is afterwards. Another actor's call neither gets nor takes it.
+    pub(super) fn take_fresh(&self, id: &SandboxId, actor_id: &str) -> bool {
+        let Ok(mut fresh) = self.fresh.lock() else { return false };
+        let key = id.to_string();
+        if fresh.get(&key).is_some_and(|owner| owner == actor_id) {
+            fresh.remove(&key);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Forgets `id` as fresh, whoever created it (it was deleted).
+    pub(super) fn forget_fresh(&self, id: &SandboxId) {
+        if let Ok(mut fresh) = self.fresh.lock() {
+            fresh.remove(&id.to_string());
+        }
     }
 
     /// Waits until every listed object (and, for Sandboxes, the pod of the

@@ -104,7 +104,7 @@ impl Lifecycle {
             }
         }
         self.wait_gone(&gone, ns, self.deadline()).await?;
-        self.take_fresh(&id);
+        self.forget_fresh(&id);
         if let Some(ttl) = &self.ttl {
             ttl.forget(&id.to_string());
         }
