@@ -34,7 +34,8 @@ export interface AgentSandboxProvider {
   create(c: ActorContext): Promise<string>;
   /**
    * Waits until the sandbox is ready (resuming it if suspended) and returns
-   * it. Resolves `undefined` only when the sandbox no longer exists; rejects
+   * it. Resolves `undefined` only when the sandbox no longer exists or `id`
+   * cannot name one of this provider's (malformed, another namespace); rejects
    * on anything else (API server unreachable: `unavailable`; RBAC:
    * `forbidden`; pod cannot start: `sandbox_failed`; not ready within
    * `readyTimeoutMs`: `timeout`).

@@ -256,6 +256,16 @@ describe("lifecycle on the local cluster", { skip }, () => {
     });
   });
 
+  test("an id this provider could never have made: connect resolves undefined, suspend and destroy do nothing", async () => {
+    const { p } = provider({ warmPool: POOL });
+    const ctx = { actorId: actorId("foreign-id"), client: () => undefined };
+    for (const id of ["does-not-exist", "", "a/b/c", "UPPER/case", `${namespace}/`, "/name", "other-namespace/sbx-00000000000000000000", "kube-system/coredns", "x".repeat(5000)]) {
+      assert.equal(await p.connect(ctx, id), undefined, JSON.stringify(id));
+      await p.suspend(ctx, id);
+      await p.destroy(ctx, id);
+    }
+  });
+
   test("RBAC denial is `forbidden` and names the verb and resource", async () => {
     const { p } = provider({ warmPool: POOL, namespace: "default" });
     await assert.rejects(p.create({ actorId: actorId("forbidden") }), (err) => {

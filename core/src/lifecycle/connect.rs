@@ -54,10 +54,11 @@ enum Outcome {
 
 impl Lifecycle {
     /// Connects to the sandbox `id` of `actor_id`. `Ok(None)` only when the
-    /// claim or Sandbox definitively no longer exists (404); every other
+    /// claim or Sandbox definitively no longer exists (404) or `id` cannot
+    /// name one of this provider's (see [`Lifecycle::own_id`]); every other
     /// problem is an error, so Rivet keeps the id and retries later.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<PodTarget>> {
-        let id = SandboxId::parse(id)?;
+        let Some(id) = self.own_id(id) else { return Ok(None) };
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
         let fresh = self.take_fresh(&id, actor_id);

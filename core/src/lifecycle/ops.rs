@@ -143,12 +143,21 @@ impl Lifecycle {
         }
     }
 
+    /// `id` as one of this provider's sandboxes: `None` when it cannot name
+    /// one (malformed, or in a namespace other than the provider's, where it
+    /// creates nothing and its Role grants nothing), so connect resolves
+    /// `undefined` and suspend/destroy have nothing to do, as the adapter's
+    /// other providers do for ids their backend does not know.
+    pub(super) fn own_id(&self, id: &str) -> Option<SandboxId> {
+        SandboxId::parse(id).ok().filter(|id| id.namespace == self.namespace)
+    }
+
     /// Activity on `id` (an exec): moves the TTL backstop unless this process
     /// moved it less than an interval ago. Marked before patching so a burst
     /// of execs makes one patch.
     pub async fn touch(&self, id: &str) -> Result<()> {
         let Some(ttl) = &self.ttl else { return Ok(()) };
-        let id = SandboxId::parse(id)?;
+        let Some(id) = self.own_id(id) else { return Ok(()) };
         if !ttl.due(&id.to_string(), None) {
             return Ok(());
         }

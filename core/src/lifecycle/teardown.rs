@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::connect::not_ours;
 use super::events::EventKind;
 use super::manifest;
-use super::names::{self, SandboxId};
+use super::names;
 use super::ops::Lifecycle;
 use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
 use crate::client::{api_error, Action};
@@ -21,7 +21,7 @@ impl Lifecycle {
     /// backstop is moved (so it counts from now). A sandbox that no longer
     /// exists needs no suspending.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
-        let id = SandboxId::parse(id)?;
+        let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let name = if self.warm() {
@@ -77,7 +77,7 @@ impl Lifecycle {
     /// the owner is gone at once, so any such pod is an orphan the collector
     /// removes. Many destroys at once also finish sooner.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
-        let id = SandboxId::parse(id)?;
+        let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let kind = self.kind();
