@@ -331,7 +331,10 @@ describe("lifecycle on the local cluster", { skip }, () => {
     const field = (name) => new RegExp(`${name}:\\s*(\\S+)`).exec(yaml)[1];
     const server = { server: field("server"), token: field("token"), caData: field("certificate-authority-data") };
     const missing = `${namespace}/sbx-00000000000000000000`;
-    for (const kubeConfig of [process.env.KUBECONFIG, yaml, server]) {
+    // A token with a trailing newline (as read from a file) works, as with kubectl.
+    const newline = { ...server, token: `${server.token}\n` };
+    const yamlNewline = yaml.replace(/token: (\S+)/, (_, t) => `token: "${t}\\n"`);
+    for (const kubeConfig of [process.env.KUBECONFIG, yaml, server, newline, yamlNewline]) {
       const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig });
       assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a successful GET answering 404");
     }

@@ -5,6 +5,7 @@ use kube::config::{
     NamedContext,
 };
 use kube::{Client, Config};
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::config::{KubeConfigSource, ServerConfig, TokenSource};
 use crate::error::{Error, Result};
@@ -57,6 +58,14 @@ async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<Config> {
     for user in kc.auth_infos.iter_mut().filter_map(|u| u.auth_info.as_mut()) {
         if let Some(exec) = user.exec.as_mut() {
             exec.interactive_mode.get_or_insert(ExecInteractiveMode::Never);
+        }
+        // A token pasted or read from a file usually ends in a newline,
+        // which no HTTP header may hold; kubectl trims it too.
+        if let Some(token) = user.token.as_mut() {
+            let trimmed = token.expose_secret().trim();
+            if trimmed.len() != token.expose_secret().len() {
+                *token = SecretString::from(trimmed.to_owned());
+            }
         }
     }
     Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
