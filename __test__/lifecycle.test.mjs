@@ -334,9 +334,21 @@ describe("lifecycle on the local cluster", { skip }, () => {
     // A token with a trailing newline (as read from a file) works, as with kubectl.
     const newline = { ...server, token: `${server.token}\n` };
     const yamlNewline = yaml.replace(/token: (\S+)/, (_, t) => `token: "${t}\\n"`);
-    for (const kubeConfig of [process.env.KUBECONFIG, yaml, server, newline, yamlNewline]) {
-      const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig });
-      assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a successful GET answering 404");
+    const dir = mkdtempSync(join(tmpdir(), "token-file-"));
+    try {
+      const tokenFile = join(dir, "token");
+      writeFileSync(tokenFile, server.token);
+      const fromFile = { server: server.server, tokenFile, caData: server.caData };
+      for (const kubeConfig of [process.env.KUBECONFIG, yaml, server, newline, yamlNewline, fromFile]) {
+        const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig });
+        assert.equal(await p.connect({ actorId: "a" }, missing), undefined, "a successful GET answering 404");
+      }
+      // A token file ending in a newline is re-read by kube as it is: a clear config error, not a panic.
+      writeFileSync(tokenFile, `${server.token}\n`);
+      const p = agentSandboxProvider({ warmPool: POOL, namespace, kubeConfig: fromFile });
+      await assert.rejects(p.connect({ actorId: "a" }, missing), (e) => e.code === "config" && /whitespace/.test(e.message) && !e.message.includes(server.token));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -67,6 +67,18 @@ async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<Config> {
                 *token = SecretString::from(trimmed.to_owned());
             }
         }
+        // kube re-reads a token file as it is, whitespace and all, where it
+        // cannot be trimmed: say so now rather than fail every call later.
+        if let Some(path) = &user.token_file {
+            if let Ok(token) = std::fs::read_to_string(path) {
+                if token.trim().len() != token.len() {
+                    return Err(Error::config(format!(
+                        "the token file {path} (from {origin}) starts or ends with whitespace (a trailing newline?), \
+                         which an HTTP header cannot carry; write it without (`printf %s \"$TOKEN\" > file`)"
+                    )));
+                }
+            }
+        }
     }
     Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
