@@ -254,7 +254,7 @@ export interface ExecOptions {
   cwd?: string;
   /** Extra environment (the host's is never passed). */
   env?: Record<string, string>;
-  /** Kill after this many ms; 0 or undefined: no timeout. */
+  /** Kill after this many ms (at most 2147483647, as `setTimeout`); 0 or undefined: no timeout. */
   timeoutMs?: number;
   /** Abort: kills the command and rejects with `Error("aborted")`. */
   signal?: AbortSignal;

@@ -7,11 +7,33 @@
 
 const PREFIX = /^\[([a-z_]+)\] ([\s\S]*)$/;
 
+// napi-rs's own statuses for a JS value it could not convert to the Rust
+// parameter type: the argument is wrong, and the call never started.
+const CONVERSION = new Set([
+  "InvalidArg",
+  "ObjectExpected",
+  "StringExpected",
+  "NameExpected",
+  "FunctionExpected",
+  "NumberExpected",
+  "BooleanExpected",
+  "ArrayExpected",
+  "BigintExpected",
+  "DateExpected",
+  "ArrayBufferExpected",
+  "DetachableArraybufferExpected",
+]);
+
 /** @param {unknown} err */
 export function fromNative(err) {
   if (!(err instanceof Error)) return err;
   const m = PREFIX.exec(err.message);
-  if (!m) return err;
+  if (!m) {
+    const status = /** @type {any} */ (err).code;
+    if (CONVERSION.has(status)) return invalidRequest(`invalid argument (${status}): ${err.message}`);
+    if (status === "GenericFailure") return withCode(new Error(err.message), "internal");
+    return err;
+  }
   const [, code, message] = m;
   return code === "aborted" ? abortError() : withCode(new Error(message), code);
 }

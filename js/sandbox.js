@@ -90,8 +90,9 @@ export function wrapSandbox(native) {
     },
 
     /** Whole file as bytes; `not_found`, `is_directory`, `too_large` (default limit 100 MiB). */
-    async readFile(path, options = {}) {
-      const buf = await callNative(() => native.readFile(path, options.maxBytes));
+    async readFile(path, options) {
+      const { maxBytes } = optionsObject(options, "readFile");
+      const buf = await callNative(() => native.readFile(path, maxBytes));
       return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
     },
 
@@ -127,14 +128,16 @@ export function wrapSandbox(native) {
     },
 
     /** `fs.rm`: `{ recursive, force }`. */
-    async remove(path, options = {}) {
-      await callNative(() => native.remove(path, options.recursive === true, options.force === true));
+    async remove(path, options) {
+      const { recursive, force } = optionsObject(options, "remove");
+      await callNative(() => native.remove(path, recursive === true, force === true));
     },
   };
 }
 
 function nativeExecOptions(options) {
   const { cwd, env, timeoutMs, stdin, maxOutputBytes, reattach } = options;
+  if (reattach !== undefined && typeof reattach !== "boolean") throw invalidRequest("reattach must be a boolean");
   return {
     cwd: cwd ?? undefined,
     env: env == null ? undefined : stringEnv(env),
@@ -146,12 +149,23 @@ function nativeExecOptions(options) {
 }
 
 function stringEnv(env) {
-  if (typeof env !== "object") throw invalidRequest("env must be an object of strings");
+  if (typeof env !== "object" || Array.isArray(env)) throw invalidRequest("env must be an object of strings");
   /** @type {Record<string, string>} */
   const out = {};
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined) continue;
+    // Numbers and booleans read as their text, as child_process takes them.
+    if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
+      throw invalidRequest(`env variable ${JSON.stringify(name)} must be a string, got ${typeof value}; nothing was run`);
+    }
     out[name] = String(value);
   }
   return out;
+}
+
+/** `options` as an object: absent (undefined or null) is `{}`, anything else but an object is invalid. */
+function optionsObject(options, what) {
+  if (options == null) return {};
+  if (typeof options !== "object") throw invalidRequest(`${what} options must be an object`);
+  return options;
 }

@@ -239,24 +239,30 @@ impl NativeSandbox {
     }
 }
 
-/// A timeout in ms from JS: absent or 0 → none; otherwise a finite number
-/// > 0 that fits a `Duration`.
+/// Longest timeout accepted, in ms: `setTimeout`'s own limit (24.8 days).
+const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
+/// Largest byte count accepted: JS's largest exact integer.
+const MAX_BYTES: f64 = 9_007_199_254_740_991.0;
+
+/// A timeout in ms from JS: absent or 0 → none; otherwise a number in
+/// (0, [`MAX_TIMEOUT_MS`]].
 pub(crate) fn timeout(name: &str, value: Option<f64>) -> napi::Result<Option<Duration>> {
     match value {
         None => Ok(None),
         Some(0.0) => Ok(None),
-        Some(ms) if ms.is_finite() && ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
-            .map(Some)
-            .map_err(|_| invalid(format!("{name} is too large: {ms}"))),
-        Some(ms) => Err(invalid(format!("{name} must be a non-negative number, got {ms}"))),
+        Some(ms) if ms > 0.0 && ms <= MAX_TIMEOUT_MS => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+        Some(ms) => Err(invalid(format!(
+            "{name} must be a number of milliseconds from 0 (none) to {MAX_TIMEOUT_MS} (24.8 days), got {ms}"
+        ))),
     }
 }
 
-/// A byte count from JS: absent → `default`; otherwise a finite number ≥ 0.
+/// A byte count from JS: absent → `default`; otherwise an integer in
+/// [0, [`MAX_BYTES`]].
 pub(crate) fn byte_count(name: &str, value: Option<f64>, default: u64) -> napi::Result<u64> {
     match value {
         None => Ok(default),
-        Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),
-        Some(v) => Err(invalid(format!("{name} must be a non-negative number, got {v}"))),
+        Some(v) if (0.0..=MAX_BYTES).contains(&v) && v.fract() == 0.0 => Ok(v as u64),
+        Some(v) => Err(invalid(format!("{name} must be a whole number of bytes from 0 to {MAX_BYTES}, got {v}"))),
     }
 }

@@ -238,3 +238,17 @@ async fn the_command_sees_what_sh_c_would_give_it() {
     assert_eq!(r.exit_code, Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("Syntax error"), "{}", String::from_utf8_lossy(&r.stderr));
 }
+
+#[tokio::test]
+async fn a_killed_tree_of_shells_reports_no_killed_jobs() {
+    // Background subshells waiting on their own children: each would print
+    // "Terminated" if its child died before it did.
+    let (engine, dir) = local_engine("quietkill");
+    for _ in 0..5 {
+        let mut req = request("echo started; (sleep 30; echo a) & (sleep 30; echo b) & (sh -c 'sleep 30') & sleep 100", dir.to_str().unwrap());
+        req.timeout = Some(Duration::from_millis(300));
+        let r = engine.exec(target(), req).await.unwrap();
+        assert!(r.timed_out);
+        assert_eq!((r.stdout.as_slice(), String::from_utf8_lossy(&r.stderr).as_ref()), (&b"started\n"[..], ""));
+    }
+}

@@ -6,10 +6,11 @@
 //! own shell, signalled first so it reports no killed job), its descendants
 //! (by parent pid), plus every process whose environment carries the
 //! run's marker `AGENT_SANDBOX_RUN=<id>:` (children whose parent died and
-//! were re-parented to the pod's init), plus their descendants. It sends TERM
-//! twice (the second pass catches children forked during the first), waits up
-//! to the grace period for them to go (zombies count as gone), then sends
-//! KILL to every process it found and any new descendant. A process that both
+//! were re-parented to the pod's init), plus their descendants. It stops
+//! them (twice: the second pass catches children forked during the first),
+//! sends TERM, continues them, waits up to the grace period for them to go
+//! (zombies count as gone), then sends KILL to every process it found and
+//! any new descendant. A process that both
 //! leaves the tree and clears its environment escapes.
 
 use super::wrapper::script_argv;
@@ -18,7 +19,9 @@ use super::wrapper::script_argv;
 ///
 /// Inputs: `R` = ` <pid>:<0|1> …` roots (`1`: the root itself too), `M` =
 /// ` <mark> …` marker values. `kc` adds the matching pids to `K`; `ks SIG`
-/// signals `K`; `kt TENTHS` terminates (TERM, grace, KILL); `st PID` succeeds
+/// signals `K`; `kt TENTHS` terminates: STOP, TERM, CONT (all of the tree
+/// stopped first, so no shell in it sees a child die and prints
+/// "Terminated" before its own TERM lands), grace, KILL; `st PID` succeeds
 /// for a live process and sets `S` to its start time. Never pid 1 or the
 /// script itself. Roots come first in `K`, so they are signalled first. Without `local` in POSIX sh, the functions use (and
 /// clobber) `K S T P c e j l m q s v x a`: the scripts keep their own state
@@ -35,7 +38,7 @@ for m in $M;do case $v in *"AGENT_SANDBOX_RUN=$m"*) ka "$q";;esac;done;done
 P=$K;for x in $R;do P="$P ${x%:*}";done
 c=1;while [ -n "$c" ];do c=;for x in $T;do case " $P " in *" ${x#*:} "*) case " $P " in *" ${x%:*} "*) ;; *) P="$P ${x%:*}";ka "${x%:*}";c=1;;esac;;esac;done;done;}
 ks(){ for q in $K;do kill -"$1" "$q";done 2>/dev/null;}
-kt(){ K=;kc;ks TERM;kc;ks TERM;j=0
+kt(){ K=;kc;ks STOP;kc;ks STOP;ks TERM;ks CONT;j=0
 while [ "$j" -lt "$1" ];do a=;for q in $K;do st "$q"&&{ a=1;break;};done;[ -z "$a" ]&&break;sleep 0.1 2>/dev/null||sleep 1;j=$((j+1));done
 kc;ks KILL;}
 "#
