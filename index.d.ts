@@ -219,7 +219,10 @@ export interface Sandbox {
    */
   exec(command: string, options: ExecOptions & { encoding: "buffer" }): Promise<ExecResult<Buffer>>;
   exec(command: string, options?: ExecOptions): Promise<ExecResult<string>>;
-  /** Whole file; rejects with `not_found`, `is_directory` or `too_large` (default limit 100 MiB). */
+  /**
+   * Whole file; rejects with `not_found`, `is_directory` or `too_large` (default limit 100 MiB).
+   * Every file call rejects a path over 4095 bytes, or with a name over 255 bytes, as `invalid_request`.
+   */
   readFile(path: string, options?: { maxBytes?: number }): Promise<Uint8Array>;
   /** Creates or truncates the file (strings as UTF-8), atomically. */
   writeFile(path: string, content: string | Uint8Array): Promise<void>;

@@ -60,6 +60,24 @@ describe("files", { skip, timeout: 600_000 }, () => {
     await assert.rejects(sandbox.readFile("/dev/zero", { maxBytes: 1 << 20 }), { code: "too_large" });
   });
 
+  test("names up to Linux's 255 bytes work; longer ones are invalid_request with a short message, before any exec", async () => {
+    const name = "n".repeat(255);
+    await sandbox.writeFile(`${dir}/${name}`, "fits");
+    assert.equal(Buffer.from(await sandbox.readFile(`${dir}/${name}`)).toString(), "fits");
+    await sandbox.mkdir(`${dir}/${"d".repeat(255)}/${"e".repeat(255)}`);
+    const tooLong = [`${dir}/${"x".repeat(5000)}`, `${dir}/${name}n`, `${dir}/${"a/".repeat(2100)}f`];
+    const calls = ["readFile", "stat", "exists", "mkdir", "readdir", "remove"].map((op) => (p) => sandbox[op](p));
+    calls.push((p) => sandbox.writeFile(p, "x"));
+    for (const path of tooLong) {
+      for (const call of calls) {
+        const err = await call(path).then(() => assert.fail(`accepted a ${path.length}-byte path`), (e) => e);
+        assert.equal(err.code, "invalid_request", err.message);
+        assert.ok(err.message.length < 400, `${err.message.length} chars: ${err.message.slice(0, 200)}`);
+        assert.match(err.message, /Linux/);
+      }
+    }
+  });
+
   test("writeFile errors: missing parent is not_found, a directory is is_directory", async () => {
     await assert.rejects(sandbox.writeFile(`${dir}/no/such/dir/f`, "x"), { code: "not_found" });
     await assert.rejects(sandbox.writeFile(dir, "x"), { code: "is_directory" });

@@ -93,3 +93,56 @@ impl Error {
 
 /// Result with the core's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Longest run of non-whitespace a message shows in full.
+const LONG_WORD: usize = 160;
+
+/// `value` quoted as `{:?}` does, with a long middle left out, so a 4 KiB
+/// path in a message does not push its reason out of sight.
+pub fn quoted(value: &str) -> String {
+    shorten(&format!("{value:?}"))
+}
+
+/// `text` with every run of more than 160 non-whitespace characters cut to
+/// its first 80 and last 40 (the rest counted), for messages that echo user
+/// paths or a tool's stderr.
+pub fn shorten(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let chars: Vec<char> = word.chars().collect();
+        if chars.len() > LONG_WORD {
+            out.extend(&chars[..80]);
+            out.push_str(&format!("…({} more)…", chars.len() - 120));
+            out.extend(&chars[chars.len() - 40..]);
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_words_are_shortened_short_ones_kept() {
+        assert_eq!(shorten("a b  c"), "a b  c");
+        let long = "x".repeat(5000);
+        let s = shorten(&format!("readFile /tmp/{long}: File name too long"));
+        assert!(s.len() < 300 && s.ends_with(": File name too long"), "{s}");
+        assert!(s.contains("(4886 more)"), "{s}");
+        assert_eq!(quoted("a b"), "\"a b\"");
+    }
+}

@@ -29,7 +29,7 @@ use super::sink::{Collector, Sink, Wrapped};
 use super::status::Completion;
 use super::wrapper::{self, CommandSpec, WrapperCall, WrapperEnd};
 use super::ExecTarget;
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{quoted, shorten, Error, ErrorCode, Result};
 
 /// Default cap of each result buffer (`maxOutputBytes`).
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
@@ -40,7 +40,7 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long to keep collecting output once the kill has finished.
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(1);
 /// Stderr kept for error messages of the engine's own scripts.
-const MESSAGE_BYTES: usize = 4096;
+const MESSAGE_BYTES: usize = 16 * 1024;
 
 /// One user command.
 #[derive(Debug)]
@@ -330,7 +330,7 @@ impl ExecEngine {
         match (ended, trailer) {
             (Ok(_), Some(WrapperEnd::BadCwd)) => Err(Error::new(
                 ErrorCode::NotFound,
-                format!("cwd {cwd:?} does not exist or is not an accessible directory; nothing was run"),
+                format!("cwd {} does not exist or is not an accessible directory; nothing was run", quoted(cwd)),
             )),
             (Ok(_), Some(WrapperEnd::ShortCommand)) => Err(Error::new(
                 ErrorCode::ConnectionLost,
@@ -401,7 +401,7 @@ pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -
         0 => Ok(0),
         n => Err(Error::internal(format!(
             "{what} failed (exit {n}): {}",
-            String::from_utf8_lossy(&stderr.into_inner()).trim()
+            shorten(String::from_utf8_lossy(&stderr.into_inner()).trim())
         ))),
     })
 }

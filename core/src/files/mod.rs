@@ -17,7 +17,7 @@ pub use parse::FileStat;
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::{no_nul, script_argv};
 use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{quoted, Error, ErrorCode, Result};
 
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
@@ -37,7 +37,7 @@ pub struct RemoveOptions {
 pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
     check_path(path)?;
     let too_large = |size: u64| {
-        Error::new(ErrorCode::TooLarge, format!("{path:?} is {size} bytes, over the readFile limit of {max_bytes} bytes"))
+        Error::new(ErrorCode::TooLarge, format!("{} is {size} bytes, over the readFile limit of {max_bytes} bytes", quoted(path)))
     };
     let mut header = HeaderLine::default();
     let mut data: Option<Vec<u8>> = None;
@@ -84,7 +84,7 @@ pub async fn write_file(engine: &ExecEngine, target: &ExecTarget, path: &str, co
     if code == scripts::SHORT_WRITE {
         return Err(Error::new(
             ErrorCode::ConnectionLost,
-            format!("writeFile {path:?}: the content did not arrive completely; the file was not changed"),
+            format!("writeFile {}: the content did not arrive completely; the file was not changed", quoted(path)),
         ));
     }
     check(code, path, stderr, "writeFile")
@@ -174,18 +174,41 @@ fn check(code: i32, path: &str, stderr: HeadBuffer, op: &str) -> Result<()> {
         scripts::IS_DIRECTORY => (ErrorCode::IsDirectory, "is a directory"),
         scripts::NOT_DIRECTORY => (ErrorCode::InvalidRequest, "exists and is not a directory"),
         _ => {
-            return script_status(Completion::Exited(code), &format!("{op} {path:?}"), stderr).map(|_| ());
+            return script_status(Completion::Exited(code), &format!("{op} {}", quoted(path)), stderr).map(|_| ());
         }
     };
-    Err(Error::new(code, format!("{op} {path:?}: {text}")))
+    Err(Error::new(code, format!("{op} {}: {text}", quoted(path))))
 }
 
-/// Paths must be non-empty and free of NUL bytes (argv cannot carry them).
+/// Longest path Linux system calls take (`PATH_MAX` less its NUL).
+const PATH_BYTES: usize = 4095;
+/// Longest name of one path component on Linux filesystems (`NAME_MAX`).
+const NAME_BYTES: usize = 255;
+
+/// Paths must be non-empty, free of NUL bytes (argv cannot carry them) and
+/// within Linux's length limits, so a model's runaway path is an
+/// `invalid_request` naming the limit, not a tool's `File name too long`
+/// (or a misleading `not_found` from `[ -e ]`).
 fn check_path(path: &str) -> Result<()> {
     if path.is_empty() {
         return Err(Error::invalid_request("path is empty"));
     }
-    no_nul("path", path)
+    no_nul("path", path)?;
+    if path.len() > PATH_BYTES {
+        return Err(Error::invalid_request(format!(
+            "path {} is {} bytes; Linux takes at most {PATH_BYTES}",
+            quoted(path),
+            path.len()
+        )));
+    }
+    match path.split('/').find(|name| name.len() > NAME_BYTES) {
+        Some(name) => Err(Error::invalid_request(format!(
+            "path {} has a {}-byte name; Linux allows at most {NAME_BYTES} bytes per name",
+            quoted(path),
+            name.len()
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn parse_size(line: &[u8]) -> Option<u64> {
@@ -212,6 +235,14 @@ mod tests {
         assert_eq!(check_path("").unwrap_err().code, ErrorCode::InvalidRequest);
         assert_eq!(check_path("a\0b").unwrap_err().code, ErrorCode::InvalidRequest);
         check_path("-rf").unwrap();
+        let name = "n".repeat(NAME_BYTES);
+        check_path(&format!("/{name}/{name}")).unwrap();
+        let e = check_path(&format!("/tmp/{name}n/x")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("256-byte name"), "{}", e.message);
+        check_path(&"/a".repeat(PATH_BYTES / 2)).unwrap();
+        let e = check_path(&"/a".repeat(PATH_BYTES / 2 + 1)).unwrap_err();
+        assert!(e.message.contains("4096 bytes") && e.message.len() < 300, "{}", e.message);
         assert_eq!(parse_size(b"123"), Some(123));
         assert_eq!(parse_size(b"x"), None);
     }

@@ -25,7 +25,8 @@ echo "$s"
 exec cat -- "$p""#;
 
 /// `$1` path, `$2` byte count on stdin. Writes a temp file next to the target
-/// (same filesystem), checks its size, keeps an existing file's mode, and
+/// (same filesystem; its name does not grow with the target's, so a
+/// 255-byte name still fits), checks its size, keeps an existing file's mode, and
 /// renames it over the target: readers never see a partial file. A symlink
 /// is written through, like `fs.writeFile`. `head -c` gives EOF after exactly
 /// `$2` bytes (see the exec runtime's note on stdin).
@@ -34,7 +35,7 @@ if [ -L "$p" ];then t=$(readlink -f -- "$p")&&p=$t;fi
 [ -d "$p" ]&&exit 92
 case $p in */*) d=${p%/*};d=${d:-/};;*) d=.;;esac
 [ -d "$d" ]||exit 91
-t=$d/.${p##*/}.$$.tmp
+t=$d/.agent-sandbox-write.$$.tmp
 if [ "$n" -gt 0 ];then head -c "$n" >"$t";else : >"$t";fi||{ rm -f -- "$t";exit 1;}
 s=$(stat -c %s -- "$t" 2>/dev/null||wc -c <"$t")
 [ "$s" = "$n" ]||{ rm -f -- "$t";exit 95;}

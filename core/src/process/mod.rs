@@ -206,7 +206,7 @@ pub(crate) async fn spawn_with(
         _ => Err(match line.as_str() {
             "cwd" => Error::new(
                 ErrorCode::NotFound,
-                format!("cwd {cwd:?} does not exist or is not an accessible directory; nothing was started"),
+                format!("cwd {} does not exist or is not an accessible directory; nothing was started", crate::error::quoted(&cwd)),
             ),
             "rundir" => Error::internal(
                 "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/proc in the sandbox (is the filesystem read-only? \
