@@ -3,7 +3,8 @@
 # needs, starts the local control plane, and runs every test suite:
 #   1. Rust unit tests of the core (cargo test)
 #   2. the local control plane's smoke test (kubectl, least privilege)
-#   3. the type-level test (index.d.ts against the sandbox-adapter shapes)
+#   3. the static checks (scripts/lint.sh: rustfmt, clippy, gofmt, go vet,
+#      and the type-level test of index.d.ts against the sandbox-adapter shapes)
 #   4. the JS integration tests (node --test) against the local cluster
 # Leaves the cluster running for the next run (`dev/cluster/cluster.sh down` stops it).
 set -euo pipefail
@@ -32,8 +33,8 @@ cargo test -p sandbox-core
 step "cluster smoke test"
 bash dev/cluster/smoke.sh
 
-step "type-level test"
-npx tsc -p __test__/tsconfig.json
+step "static checks"
+bash scripts/lint.sh
 
 step "JS integration tests"
 node --test --test-concurrency=1 __test__/

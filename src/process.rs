@@ -145,7 +145,8 @@ impl NativeProcessTask {
     pub async fn wait(&self) -> napi::Result<NativeProcessEnd> {
         let result = self.result.lock().expect("task handle poisoned").take();
         let result = result.ok_or_else(|| invalid("wait() was already called for this task"))?;
-        let result = result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the task ended without a result")))?;
+        let result =
+            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the task ended without a result")))?;
         result.map_err(to_napi)
     }
 }
@@ -162,7 +163,9 @@ fn sequence(after: Option<f64>) -> napi::Result<Option<u64>> {
     match after {
         None => Ok(None),
         Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => Ok(Some(v as u64)),
-        Some(v) => Err(invalid(format!("after must be a sequence number from a chunk (a non-negative integer), got {v}"))),
+        Some(v) => {
+            Err(invalid(format!("after must be a sequence number from a chunk (a non-negative integer), got {v}")))
+        }
     }
 }
 
@@ -201,7 +204,11 @@ impl NativeProcess {
             chunks: poll
                 .chunks
                 .into_iter()
-                .map(|c| NativeProcessChunk { sequence: c.sequence as f64, stream: stream_code(c.stream), data: c.data.to_vec().into() })
+                .map(|c| NativeProcessChunk {
+                    sequence: c.sequence as f64,
+                    stream: stream_code(c.stream),
+                    data: c.data.to_vec().into(),
+                })
                 .collect(),
             exit: poll.exit.map(Into::into),
             truncated: poll.truncated,
@@ -224,8 +231,10 @@ impl NativeProcess {
                 None => sandbox.follow_process(&id, after, None, cancel).await,
                 Some(callback) => {
                     let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
-                    let (followed, ()) =
-                        tokio::join!(sandbox.follow_process(&id, after, Some(tx), cancel), deliver_sequenced(rx, callback));
+                    let (followed, ()) = tokio::join!(
+                        sandbox.follow_process(&id, after, Some(tx), cancel),
+                        deliver_sequenced(rx, callback)
+                    );
                     followed
                 }
             }?;

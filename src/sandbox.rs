@@ -118,7 +118,8 @@ impl NativeExec {
     pub async fn wait(&self) -> napi::Result<NativeExecResult> {
         let result = self.result.lock().expect("exec handle poisoned").take();
         let result = result.ok_or_else(|| invalid("wait() was already called for this exec"))?;
-        let result = result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the exec task ended without a result")))?;
+        let result =
+            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the exec task ended without a result")))?;
         let r = result.map_err(to_napi)?;
         Ok(NativeExecResult {
             exit_code: r.exit_code,
@@ -145,14 +146,17 @@ impl NativeSandbox {
         &self,
         command: String,
         options: NativeExecOptions,
-        #[napi(ts_arg_type = "((stream: number, chunk: Buffer) => void) | null | undefined")] on_chunk: Option<ChunkCallback>,
+        #[napi(ts_arg_type = "((stream: number, chunk: Buffer) => void) | null | undefined")] on_chunk: Option<
+            ChunkCallback,
+        >,
     ) -> napi::Result<NativeExec> {
         let mut request = ExecRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
         request.timeout = timeout("timeoutMs", options.timeout_ms)?;
-        request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES as u64)?
-            .try_into()
-            .unwrap_or(usize::MAX);
+        request.max_output_bytes =
+            byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES as u64)?
+                .try_into()
+                .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
         let reattach = options.reattach.unwrap_or(false);
         let cancel = request.cancel.clone();

@@ -36,10 +36,7 @@ async fn exit_codes_and_streams() {
 async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
     let (engine, dir) = local_engine("background");
     let t0 = Instant::now();
-    let r = engine
-        .exec(target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap()))
-        .await
-        .unwrap();
+    let r = engine.exec(target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap())).await.unwrap();
     assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
     assert_eq!(r.exit_code, Some(0));
     let out = String::from_utf8(r.stdout).unwrap();
@@ -153,13 +150,19 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     b.sweep_orphans(target()).await.unwrap();
     let sleepers = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
-    let still: Vec<u32> = pids(&sleepers.stdout).into_iter().filter(|p| {
-        std::fs::read(format!("/proc/{p}/environ")).map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}", dir.display()))).unwrap_or(false)
-    }).collect();
+    let still: Vec<u32> = pids(&sleepers.stdout)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}", dir.display())))
+                .unwrap_or(false)
+        })
+        .collect();
     assert!(still.is_empty(), "the crashed run's command survived the sweep: {still:?}");
     assert!(alive(leftover), "a finished run's background child was killed by the sweep");
     // Swept records are removed.
-    let left: Vec<_> = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().map(|e| e.unwrap().path()).collect();
+    let left: Vec<_> =
+        std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "records left: {left:?}");
     std::process::Command::new("kill").arg(leftover.to_string()).status().unwrap();
 }
@@ -217,7 +220,9 @@ async fn the_command_sees_what_sh_c_would_give_it() {
         engine.exec(target(), req)
     };
     // $$ is the shell running the command; no arguments; none of the wrapper's variables.
-    let r = run(r#"[ "$$" = "$(sh -c 'echo $PPID')" ] && echo same-shell; echo "[$#][$1][$c$i$f$r$n$k][$MY_VAR]""#).await.unwrap();
+    let r = run(r#"[ "$$" = "$(sh -c 'echo $PPID')" ] && echo same-shell; echo "[$#][$1][$c$i$f$r$n$k][$MY_VAR]""#)
+        .await
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&r.stdout), "same-shell\n[0][][][v]\n");
     // exit, and the command's own EXIT trap, which then prints after it.
     let r = run("trap 'echo bye' EXIT; echo hi; exit 5").await.unwrap();
@@ -245,7 +250,10 @@ async fn a_killed_tree_of_shells_reports_no_killed_jobs() {
     // "Terminated" if its child died before it did.
     let (engine, dir) = local_engine("quietkill");
     for _ in 0..5 {
-        let mut req = request("echo started; (sleep 30; echo a) & (sleep 30; echo b) & (sh -c 'sleep 30') & sleep 100", dir.to_str().unwrap());
+        let mut req = request(
+            "echo started; (sleep 30; echo a) & (sleep 30; echo b) & (sh -c 'sleep 30') & sleep 100",
+            dir.to_str().unwrap(),
+        );
         req.timeout = Some(Duration::from_millis(300));
         let r = engine.exec(target(), req).await.unwrap();
         assert!(r.timed_out);

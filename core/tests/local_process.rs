@@ -22,7 +22,11 @@ fn spawn_req(command: &str, dir: &std::path::Path) -> SpawnRequest {
 }
 
 /// Follows to the end; returns (stdout, stderr, chunks).
-async fn follow_all(engine: &ExecEngine, id: &str, after: Option<u64>) -> (String, String, Vec<ProcessChunk>, process::ProcessExit) {
+async fn follow_all(
+    engine: &ExecEngine,
+    id: &str,
+    after: Option<u64>,
+) -> (String, String, Vec<ProcessChunk>, process::ProcessExit) {
     let (tx, mut rx) = mpsc::channel(16);
     let collect = async {
         let mut chunks = Vec::new();
@@ -31,8 +35,15 @@ async fn follow_all(engine: &ExecEngine, id: &str, after: Option<u64>) -> (Strin
         }
         chunks
     };
-    let (followed, chunks) = tokio::join!(process::follow(engine, target(), id, after, Some(tx), CancellationToken::new()), collect);
-    let text = |s: Stream| chunks.iter().filter(|c| c.stream == s).map(|c| String::from_utf8_lossy(&c.data).into_owned()).collect::<String>();
+    let (followed, chunks) =
+        tokio::join!(process::follow(engine, target(), id, after, Some(tx), CancellationToken::new()), collect);
+    let text = |s: Stream| {
+        chunks
+            .iter()
+            .filter(|c| c.stream == s)
+            .map(|c| String::from_utf8_lossy(&c.data).into_owned())
+            .collect::<String>()
+    };
     (text(Stream::Stdout), text(Stream::Stderr), chunks.clone(), followed.unwrap().exit)
 }
 
@@ -44,7 +55,13 @@ fn numbered(n: usize) -> String {
 async fn spawn_returns_at_once_and_follow_gets_everything_in_order() {
     let (engine, dir) = local_engine("p-follow");
     let t0 = Instant::now();
-    let p = process::spawn(&engine, target(), spawn_req("for i in $(seq 1 20); do echo $i; echo e$i >&2; sleep 0.05; done; exit 3", &dir)).await.unwrap();
+    let p = process::spawn(
+        &engine,
+        target(),
+        spawn_req("for i in $(seq 1 20); do echo $i; echo e$i >&2; sleep 0.05; done; exit 3", &dir),
+    )
+    .await
+    .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(2));
     assert!(p.pid > 1 && p.exit.is_none());
     let (out, err, chunks, exit) = follow_all(&engine, &p.id, None).await;
@@ -57,16 +74,20 @@ async fn spawn_returns_at_once_and_follow_gets_everything_in_order() {
 #[tokio::test]
 async fn a_reader_resuming_from_its_last_sequence_gets_the_rest_exactly_once() {
     let (engine, dir) = local_engine("p-resume");
-    let p = process::spawn(&engine, target(), spawn_req("for i in $(seq 1 40); do echo $i; echo e$i >&2; sleep 0.05; done", &dir)).await.unwrap();
+    let p = process::spawn(
+        &engine,
+        target(),
+        spawn_req("for i in $(seq 1 40); do echo $i; echo e$i >&2; sleep 0.05; done", &dir),
+    )
+    .await
+    .unwrap();
     // Reader A stops after a few chunks.
     let (tx, mut rx) = mpsc::channel(16);
     let cancel = CancellationToken::new();
     let a = process::follow(&engine, target(), &p.id, None, Some(tx), cancel.clone());
     let take = async {
         let mut got = Vec::new();
-        let t0 = Instant::now();
         while let Some(c) = rx.recv().await {
-            eprintln!("{:?} {:?} {}", t0.elapsed(), c.stream, String::from_utf8_lossy(&c.data).escape_debug());
             got.push(c);
             if got.len() == 7 {
                 cancel.cancel();
@@ -80,13 +101,25 @@ async fn a_reader_resuming_from_its_last_sequence_gets_the_rest_exactly_once() {
     // Reader B, on another engine (another host process), from A's last sequence.
     let other = ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     let (out, err, _, exit) = follow_all(&other, &p.id, Some(last)).await;
-    let text = |s: Stream| first.iter().take(7).filter(|c| c.stream == s).map(|c| String::from_utf8_lossy(&c.data).into_owned()).collect::<String>();
+    let text = |s: Stream| {
+        first
+            .iter()
+            .take(7)
+            .filter(|c| c.stream == s)
+            .map(|c| String::from_utf8_lossy(&c.data).into_owned())
+            .collect::<String>()
+    };
     assert_eq!(text(Stream::Stdout) + &out, numbered(40));
     assert_eq!(text(Stream::Stderr) + &err, (1..=40).map(|i| format!("e{i}\n")).collect::<String>());
     assert_eq!(exit.exit_code, Some(0));
     // A poll from the same point agrees.
     let poll = process::poll(&engine, target(), &p.id, Some(last)).await.unwrap();
-    let polled: String = poll.chunks.iter().filter(|c| c.stream == Stream::Stdout).map(|c| String::from_utf8_lossy(&c.data).into_owned()).collect();
+    let polled: String = poll
+        .chunks
+        .iter()
+        .filter(|c| c.stream == Stream::Stdout)
+        .map(|c| String::from_utf8_lossy(&c.data).into_owned())
+        .collect();
     assert_eq!(polled, out);
     assert_eq!(poll.exit.unwrap().exit_code, Some(0));
 }
@@ -106,7 +139,13 @@ async fn wait_after_the_process_exited_while_nobody_was_connected() {
 #[tokio::test]
 async fn kill_reaches_grandchildren_whose_parent_died() {
     let (engine, dir) = local_engine("p-kill");
-    let p = process::spawn(&engine, target(), spawn_req("(sleep 2; touch marker) & (sh -c 'sleep 2; touch marker2' &); sleep 100", &dir)).await.unwrap();
+    let p = process::spawn(
+        &engine,
+        target(),
+        spawn_req("(sleep 2; touch marker) & (sh -c 'sleep 2; touch marker2' &); sleep 100", &dir),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     process::kill(&engine, target(), &p.id, "TERM").await.unwrap();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();

@@ -28,11 +28,10 @@ pub struct Connection {
 /// unless the kubeconfig asks otherwise, so they never read Node's stdin.
 pub async fn connect(source: &KubeConfigSource) -> Result<Connection> {
     let config = match source {
-        KubeConfigSource::Default if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
-            Config::incluster().map_err(|e| {
+        KubeConfigSource::Default if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => Config::incluster()
+            .map_err(|e| {
                 Error::config(format!("in-cluster configuration failed (KUBERNETES_SERVICE_HOST is set): {e}"))
-            })?
-        }
+            })?,
         KubeConfigSource::Default => {
             let kc = Kubeconfig::read().map_err(|e| {
                 Error::config(format!(
@@ -80,9 +79,9 @@ async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<Config> {
             }
         }
     }
-    Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::config(format!("cannot use the kubeconfig from {origin}: {}", super::redact(&e.to_string()))))
+    Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| {
+        Error::config(format!("cannot use the kubeconfig from {origin}: {}", super::redact(&e.to_string())))
+    })
 }
 
 /// An in-memory kubeconfig for `{ server, token | tokenFile, caData | caFile }`,

@@ -44,7 +44,10 @@ pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
                         action.verb, action.resource
                     ),
                 ),
-                401 => (ErrorCode::Config, format!("{what}: unauthorized: the API server rejected the credentials ({msg})")),
+                401 => (
+                    ErrorCode::Config,
+                    format!("{what}: unauthorized: the API server rejected the credentials ({msg})"),
+                ),
                 409 => (ErrorCode::InvalidState, format!("{what}: conflict ({msg})")),
                 400 | 422 => (ErrorCode::InvalidRequest, format!("{what}: rejected by the API server ({msg})")),
                 408 | 504 => (ErrorCode::Timeout, format!("{what}: timed out on the API server ({msg})")),
@@ -115,7 +118,10 @@ mod tests {
     #[test]
     fn redacts_exec_plugin_output() {
         let failed = r#"auth exec command 'x' failed with status 1: Output { status: 1, stdout: "{\"token\":\"s3cr3t\"}\n", stderr: "bad" }"#;
-        assert_eq!(redact(failed), r#"auth exec command 'x' failed with status 1: Output { status: 1, stdout: "<redacted>", stderr: "bad" }"#);
+        assert_eq!(
+            redact(failed),
+            r#"auth exec command 'x' failed with status 1: Output { status: 1, stdout: "<redacted>", stderr: "bad" }"#
+        );
         assert_eq!(redact(r#"parse {"token":"s3cr3t","x":1}"#), r#"parse {"token":"<redacted>","x":1}"#);
         assert_eq!(redact(r#"stdout: "unterminated"#), "stdout: \"<redacted>");
     }

@@ -164,8 +164,14 @@ mod tests {
 
     #[test]
     fn serde_messages_lose_values() {
-        assert_eq!(without_values("invalid type: string \"hunter2\", expected u64"), "invalid type: string \"…\", expected u64");
+        assert_eq!(
+            without_values("invalid type: string \"hunter2\", expected u64"),
+            "invalid type: string \"…\", expected u64"
+        );
         assert_eq!(without_values("missing field `spec`"), "missing field `spec`");
-        assert_eq!(without_values("invalid type: integer `42`, expected a string"), "invalid type: integer `…`, expected a string");
+        assert_eq!(
+            without_values("invalid type: integer `42`, expected a string"),
+            "invalid type: integer `…`, expected a string"
+        );
     }
 }

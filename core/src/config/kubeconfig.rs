@@ -19,7 +19,12 @@ pub enum KubeConfigSource {
     /// (current context). Resolved when the client is built.
     Default,
     /// A kubeconfig file (current context), already parsed.
-    File { path: PathBuf, kubeconfig: Box<Kubeconfig> },
+    File {
+        /// Where it was read from (named in errors).
+        path: PathBuf,
+        /// Its contents.
+        kubeconfig: Box<Kubeconfig>,
+    },
     /// A kubeconfig passed as a YAML (or JSON) string, already parsed.
     Inline(Box<Kubeconfig>),
     /// An explicit server and bearer token.
@@ -108,7 +113,8 @@ fn parse_string(s: &str) -> Result<KubeConfigSource> {
 
 fn parse_server(v: &Value) -> Result<ServerConfig> {
     let mut f = Fields::new("kubeConfig", v)?;
-    let server = f.string("server")?.ok_or_else(|| f.error("server", "is required (e.g. \"https://10.0.0.1:6443\")"))?;
+    let server =
+        f.string("server")?.ok_or_else(|| f.error("server", "is required (e.g. \"https://10.0.0.1:6443\")"))?;
     match server.parse::<http::Uri>() {
         Ok(uri) if matches!(uri.scheme_str(), Some("https" | "http")) && uri.host().is_some() => {}
         _ => return Err(f.error("server", format!("{server:?} is not an http(s) URL"))),
@@ -164,7 +170,8 @@ mod tests {
     fn strings_are_paths_or_yaml() {
         let e = parse(Some(&json!("/nonexistent/kubeconfig"))).unwrap_err();
         assert!(e.message.contains("/nonexistent/kubeconfig"), "{}", e.message);
-        let yaml = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers:\n- name: u\n  user:\n    token: s3cret\n";
+        let yaml =
+            "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers:\n- name: u\n  user:\n    token: s3cret\n";
         let ok = parse(Some(&json!(yaml))).unwrap();
         assert!(!format!("{ok:?}").contains("s3cret"));
         let e = parse(Some(&json!("clusters: [\n"))).unwrap_err();

@@ -81,9 +81,8 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
     if let Some(c) = &container {
         validate::dns_label(c).map_err(|e| f.error("container", e))?;
     }
-    let ready_timeout = f
-        .positive_int("readyTimeoutMs", 24 * 3_600_000)?
-        .map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis);
+    let ready_timeout =
+        f.positive_int("readyTimeoutMs", 24 * 3_600_000)?.map_or(DEFAULT_READY_TIMEOUT, Duration::from_millis);
     let suspend = match f.string("suspend")?.as_deref() {
         None | Some("pod") => SuspendPolicy::Pod,
         Some("none") => SuspendPolicy::None,
@@ -94,9 +93,8 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         return Err(f.error("ttlSeconds", format!("must be at least {} seconds", MIN_TTL.as_secs())));
     }
     let kube_config = kubeconfig::parse(f.raw("kubeConfig"))?;
-    let max_concurrent_execs = f
-        .positive_int("maxConcurrentExecs", 4096)?
-        .map_or(DEFAULT_MAX_CONCURRENT_EXECS, |n| n as usize);
+    let max_concurrent_execs =
+        f.positive_int("maxConcurrentExecs", 4096)?.map_or(DEFAULT_MAX_CONCURRENT_EXECS, |n| n as usize);
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
             let got = v.as_str().map_or(kind(v), |t| t);

@@ -71,7 +71,9 @@ fn errors_name_the_option() {
     assert!(direct(json!({})).contains("sandbox.image"));
     assert!(direct(json!({ "image": "i", "resources": { "cpu": "lots" } })).contains("sandbox.resources.cpu"));
     assert!(direct(json!({ "image": "i", "volume": {} })).contains("sandbox.volume.size"));
-    assert!(direct(json!({ "image": "i", "podTemplate": { "spec": { "containers": 1 } } })).contains("podTemplate.spec"));
+    assert!(
+        direct(json!({ "image": "i", "podTemplate": { "spec": { "containers": 1 } } })).contains("podTemplate.spec")
+    );
     assert!(err(json!(null)).contains("must be an object"));
 }
 

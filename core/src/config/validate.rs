@@ -23,9 +23,9 @@ pub fn dns_subdomain(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 253 {
         return Err(format!("{s:?} must be 1-253 characters long"));
     }
-    s.split('.').try_for_each(dns_label).map_err(|_| {
-        format!("{s:?} is not a valid Kubernetes object name (lower-case letters, digits, '-' and '.')")
-    })
+    s.split('.')
+        .try_for_each(dns_label)
+        .map_err(|_| format!("{s:?} is not a valid Kubernetes object name (lower-case letters, digits, '-' and '.')"))
 }
 
 /// The name part of a qualified name: at most 63 characters, alphanumerics
@@ -116,8 +116,7 @@ pub fn quantity(s: &str) -> Result<(), String> {
         let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
         !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
     };
-    let suffix_ok = SUFFIXES.contains(&suffix)
-        || suffix.strip_prefix(['e', 'E']).is_some_and(exponent_ok);
+    let suffix_ok = SUFFIXES.contains(&suffix) || suffix.strip_prefix(['e', 'E']).is_some_and(exponent_ok);
     if suffix_ok && !s.starts_with('-') {
         Ok(())
     } else {

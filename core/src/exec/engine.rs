@@ -182,7 +182,12 @@ impl ExecEngine {
     }
 
     /// Runs a command through the wrapper, handing its output to `sink`.
-    pub(crate) async fn run_command(&self, target: &ExecTarget, command: Command, sink: &mut impl Sink) -> Result<RunEnd> {
+    pub(crate) async fn run_command(
+        &self,
+        target: &ExecTarget,
+        command: Command,
+        sink: &mut impl Sink,
+    ) -> Result<RunEnd> {
         let Command { command, cwd, env, stdin, timeout, cancel, capped } = command;
         let stdin = stdin.filter(|s| !s.is_empty());
         let run = self.inner.runs.start();
@@ -394,7 +399,9 @@ async fn drain_channel(mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
 pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -> Result<i32> {
     match ended {
         Completion::Exited(code) => Ok(code),
-        Completion::Failed(message) => Err(Error::internal(format!("{what} failed in the container runtime: {message}"))),
+        Completion::Failed(message) => {
+            Err(Error::internal(format!("{what} failed in the container runtime: {message}")))
+        }
         Completion::Released => Err(Error::internal(format!("{what} was released before it ended"))),
     }
     .and_then(|code| match code {

@@ -94,7 +94,8 @@ pub fn kill_argv(run_ids: &[String]) -> Vec<String> {
 
 /// `argv` sweeping every record that is not a live run of this engine.
 pub fn sweep_argv(instance: &str, next_counter: u64, live: &[String]) -> Vec<String> {
-    let mut args = vec!["sweep".to_owned(), KILL_GRACE_TENTHS.to_string(), instance.to_owned(), next_counter.to_string()];
+    let mut args =
+        vec!["sweep".to_owned(), KILL_GRACE_TENTHS.to_string(), instance.to_owned(), next_counter.to_string()];
     args.extend(live.iter().cloned());
     script_argv(KILL, args)
 }

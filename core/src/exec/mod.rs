@@ -31,10 +31,10 @@ mod watch;
 pub mod wrapper;
 
 pub(crate) use engine::{aborted, script_status, Command};
-pub(crate) use sink::{Flow, Sink};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
 pub use runtime::{PodExecRuntime, Release, Runtime};
+pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
 
 /// Where commands run: a container of a pod.

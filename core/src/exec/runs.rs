@@ -48,7 +48,8 @@ impl Runs {
         let counter = state.0;
         state.0 += 1;
         state.1.insert(counter);
-        let cleanup_bound = (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.1.first().copied().unwrap_or(counter));
+        let cleanup_bound =
+            (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.1.first().copied().unwrap_or(counter));
         RunGuard { runs: self.clone(), counter, id: self.id(counter), cleanup_bound }
     }
 

@@ -180,7 +180,8 @@ impl Runtime for PodExecRuntime {
             let socket = connection.into_stream().into_inner();
             let config = WebSocketConfig::default().read_buffer_size(SOCKET_READ_BYTES);
             let ws = WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await;
-            let lost = |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
+            let lost =
+                |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
             let driven = tokio::select! {
                 driven = drive(ws, stdin, &output, &release) => driven,
                 reason = watch.gone() => return Err(lost(reason)),
@@ -296,9 +297,9 @@ where
             // stream() waits for both copies first), so the session is over;
             // a status that does not parse is as good as none.
             3 => {
-                return serde_json::from_slice::<Status>(&payload)
-                    .map(|s| decode(&s))
-                    .map_err(|e| Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}")))
+                return serde_json::from_slice::<Status>(&payload).map(|s| decode(&s)).map_err(|e| {
+                    Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}"))
+                })
             }
             _ => continue,
         };

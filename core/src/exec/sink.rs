@@ -116,7 +116,13 @@ impl Collector {
 
     pub(super) fn result(self, exit_code: Option<i32>, timed_out: bool) -> ExecResult {
         let truncated = self.stdout.truncated() || self.stderr.truncated();
-        ExecResult { exit_code, timed_out, stdout: self.stdout.into_inner(), stderr: self.stderr.into_inner(), truncated }
+        ExecResult {
+            exit_code,
+            timed_out,
+            stdout: self.stdout.into_inner(),
+            stderr: self.stderr.into_inner(),
+            truncated,
+        }
     }
 }
 

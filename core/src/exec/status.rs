@@ -81,7 +81,9 @@ mod tests {
             r#"{"status":"Failure","message":"OCI runtime exec failed: executable file not found","reason":"InternalError","code":500}"#,
         );
         assert_eq!(decode(&s), Completion::Failed("OCI runtime exec failed: executable file not found".into()));
-        let s = status(r#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"x"}]}}"#);
+        let s = status(
+            r#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"x"}]}}"#,
+        );
         assert!(matches!(decode(&s), Completion::Failed(m) if m.contains("NonZeroExitCode")));
         let s = status(r#"{}"#);
         assert!(matches!(decode(&s), Completion::Failed(_)));

@@ -59,10 +59,7 @@ impl PodWatches {
         let shared = match map.get(&key) {
             Some(s) => s.clone(),
             None => {
-                let shared = Arc::new(Shared {
-                    gone: watch::channel(None).0,
-                    users: Mutex::new((0, Instant::now())),
-                });
+                let shared = Arc::new(Shared { gone: watch::channel(None).0, users: Mutex::new((0, Instant::now())) });
                 map.insert(key.clone(), shared.clone());
                 tokio::spawn(run(self.client.clone(), key, shared.clone(), self.map.clone()));
                 shared

@@ -14,10 +14,10 @@ use bytes::Bytes;
 
 pub use parse::FileStat;
 
+use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::{no_nul, script_argv};
 use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
-use crate::error::{quoted, Error, ErrorCode, Result};
 
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
@@ -37,7 +37,10 @@ pub struct RemoveOptions {
 pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
     check_path(path)?;
     let too_large = |size: u64| {
-        Error::new(ErrorCode::TooLarge, format!("{} is {size} bytes, over the readFile limit of {max_bytes} bytes", quoted(path)))
+        Error::new(
+            ErrorCode::TooLarge,
+            format!("{} is {size} bytes, over the readFile limit of {max_bytes} bytes", quoted(path)),
+        )
     };
     let mut header = HeaderLine::default();
     let mut data: Option<Vec<u8>> = None;

@@ -104,7 +104,11 @@ impl Lifecycle {
     /// Waits until the claim names its Sandbox: at once if `claim` (just
     /// fetched) does, else with a watch, returned for the readiness wait.
     /// `None` if the claim is gone.
-    async fn wait_bound(&self, call: Call<'_>, claim: Option<ClaimObject>) -> Result<Option<(String, Option<ClaimWatch>)>> {
+    async fn wait_bound(
+        &self,
+        call: Call<'_>,
+        claim: Option<ClaimObject>,
+    ) -> Result<Option<(String, Option<ClaimWatch>)>> {
         let Call { id, deadline, ev, .. } = call;
         let decide = |claim: Option<&ClaimObject>| match claim.filter(|c| !deleting(c)).map(readiness::claim_binding) {
             None => Step::Done(None),
@@ -119,8 +123,11 @@ impl Lifecycle {
                 Step::Waiting(_) => {}
             }
         }
-        let mut updates =
-            watch::watch_named(Kind::SandboxClaim.api(&self.client, &id.namespace), &id.name, Kind::SandboxClaim.resource());
+        let mut updates = watch::watch_named(
+            Kind::SandboxClaim.api(&self.client, &id.namespace),
+            &id.name,
+            Kind::SandboxClaim.resource(),
+        );
         let what = format!("SandboxClaim {id} to be bound to a sandbox");
         let mut last = None;
         let step = |claim: Latest<ClaimObject>| {
@@ -128,7 +135,9 @@ impl Lifecycle {
             last = claim;
             Some(step)
         };
-        let bound = watch::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w))).await?;
+        let bound =
+            watch::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w)))
+                .await?;
         Ok(bound.zip(last).map(|(name, last)| (name, Some(ClaimWatch { updates, last }))))
     }
 
@@ -153,7 +162,11 @@ impl Lifecycle {
                 return Err(not_ours(Kind::Sandbox, id));
             }
             // In direct mode the TTL lives on the Sandbox: one patch for both.
-            let ttl = if self.warm() { None } else { self.ttl_patch_if_due(Kind::Sandbox, id, sb.spec.shutdown_time.as_deref()) };
+            let ttl = if self.warm() {
+                None
+            } else {
+                self.ttl_patch_if_due(Kind::Sandbox, id, sb.spec.shutdown_time.as_deref())
+            };
             if sb.spec.is_suspended() {
                 if !readiness::is_suspended(&sb) && !self.wait_suspended(ns, name, deadline, ev).await? {
                     return Ok(gone);
@@ -213,7 +226,11 @@ impl Lifecycle {
                     claim = Some(Some(last));
                     updates
                 }
-                None => watch::watch_named(Kind::SandboxClaim.api(&self.client, ns), &id.name, Kind::SandboxClaim.resource()),
+                None => watch::watch_named(
+                    Kind::SandboxClaim.api(&self.client, ns),
+                    &id.name,
+                    Kind::SandboxClaim.resource(),
+                ),
             };
             streams.push(updates.map_ok(Seen::Claim).boxed());
         }
@@ -231,7 +248,9 @@ impl Lifecycle {
                     None => return None,
                     Some(None) => return Some(Step::Done(Outcome::Gone)),
                     Some(Some(c)) if deleting(c) => return Some(Step::Done(Outcome::Gone)),
-                    Some(Some(c)) if bound_sandbox(c).is_some_and(|b| b != name) => return Some(Step::Done(Outcome::Rebound)),
+                    Some(Some(c)) if bound_sandbox(c).is_some_and(|b| b != name) => {
+                        return Some(Step::Done(Outcome::Rebound))
+                    }
                     Some(Some(_)) => {}
                 }
             }
@@ -262,7 +281,10 @@ impl Lifecycle {
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })
         };
-        watch::wait(&mut watch::merge(streams), deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+        watch::wait(&mut watch::merge(streams), deadline, &what, step, |w| {
+            ev.emit(EventKind::Waiting, Some(name), None, Some(w))
+        })
+        .await
     }
 
     /// Waits for `Suspended=True` at the current generation; `false` if the
@@ -277,13 +299,15 @@ impl Lifecycle {
                 Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
             })
         };
-        watch::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w))).await
+        watch::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w)))
+            .await
     }
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
     fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<PodTarget> {
-        let containers: Vec<&str> = pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
+        let containers: Vec<&str> =
+            pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
             Some(c) if containers.contains(&c.as_str()) => c.clone(),
             Some(c) => {
@@ -292,7 +316,10 @@ impl Lifecycle {
                     containers.join(", ")
                 )))
             }
-            None => containers.first().map(|c| c.to_string()).ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
+            None => containers
+                .first()
+                .map(|c| c.to_string())
+                .ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
         Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container, fresh })
     }
@@ -321,7 +348,10 @@ fn check_owner(claim: &ClaimObject, actor_id: &str, id: &SandboxId) -> Result<()
 
 /// The object exists but was made for another actor (or not by us).
 pub(super) fn not_ours(kind: Kind, id: &SandboxId) -> Error {
-    Error::new(ErrorCode::InvalidState, format!("{} {id} was not created for this actor; refusing to use it", kind.resource()))
+    Error::new(
+        ErrorCode::InvalidState,
+        format!("{} {id} was not created for this actor; refusing to use it", kind.resource()),
+    )
 }
 
 fn failed(id: &SandboxId, why: &str) -> Error {

@@ -38,7 +38,9 @@ pub struct SandboxId {
 impl SandboxId {
     /// Parses `namespace/name`.
     pub fn parse(id: &str) -> Result<SandboxId> {
-        let bad = || Error::invalid_request(format!("{id:?} is not a sandbox id of this provider (expected \"namespace/name\")"));
+        let bad = || {
+            Error::invalid_request(format!("{id:?} is not a sandbox id of this provider (expected \"namespace/name\")"))
+        };
         let (ns, name) = id.split_once('/').ok_or_else(bad)?;
         crate::config::validate::dns_label(ns).map_err(|_| bad())?;
         crate::config::validate::dns_subdomain(name).map_err(|_| bad())?;
@@ -89,11 +91,7 @@ pub fn annotations(actor_id: &str, provider_name: &str) -> BTreeMap<String, Stri
 /// True when the object carries `actor_id`'s label (and annotation, if set).
 pub fn owned_by(meta: &ObjectMeta, actor_id: &str) -> bool {
     let label_ok = meta.labels.as_ref().and_then(|l| l.get(ACTOR_LABEL)) == Some(&actor_hash(actor_id));
-    let annotation_ok = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ACTOR_ANNOTATION))
-        .is_none_or(|a| a == actor_id);
+    let annotation_ok = meta.annotations.as_ref().and_then(|a| a.get(ACTOR_ANNOTATION)).is_none_or(|a| a == actor_id);
     label_ok && annotation_ok
 }
 
@@ -122,11 +120,8 @@ mod tests {
 
     #[test]
     fn ownership() {
-        let meta = ObjectMeta {
-            labels: Some(labels("a")),
-            annotations: Some(annotations("a", "p")),
-            ..Default::default()
-        };
+        let meta =
+            ObjectMeta { labels: Some(labels("a")), annotations: Some(annotations("a", "p")), ..Default::default() };
         assert!(owned_by(&meta, "a"));
         assert!(!owned_by(&meta, "b"));
         assert!(!owned_by(&ObjectMeta::default(), "a"));

@@ -123,7 +123,13 @@ impl Lifecycle {
     }
 
     /// Moves the TTL backstop of `kind`/`name` if it is due (see [`Ttl::due`]).
-    pub(super) async fn refresh_ttl(&self, kind: Kind, id: &SandboxId, name: &str, current: Option<&str>) -> Result<()> {
+    pub(super) async fn refresh_ttl(
+        &self,
+        kind: Kind,
+        id: &SandboxId,
+        name: &str,
+        current: Option<&str>,
+    ) -> Result<()> {
         let Some(patch) = self.ttl_patch_if_due(kind, id, current) else { return Ok(()) };
         self.patch(kind, &id.namespace, name, &patch).await?;
         self.ttl_marked(id, true);
@@ -183,13 +189,18 @@ impl Lifecycle {
         }
         let shutdown_time = self.ttl.as_ref().map(Ttl::shutdown_time);
         let manifest = match &self.config.mode {
-            Mode::WarmPool(p) => manifest::claim(&self.config, p, &id.name, &id.namespace, actor_id, shutdown_time.as_deref()),
-            Mode::Direct(d) => manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref()),
+            Mode::WarmPool(p) => {
+                manifest::claim(&self.config, p, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
+            }
+            Mode::Direct(d) => {
+                manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
+            }
         };
         let object: DynamicObject = serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()))?;
         let kind = self.kind();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &id.namespace, &kind.api_resource());
-        let action = Action { verb: "create", resource: kind.resource(), name: Some(&id.name), namespace: &id.namespace };
+        let action =
+            Action { verb: "create", resource: kind.resource(), name: Some(&id.name), namespace: &id.namespace };
         // Two rounds: the second follows an object of ours that was still
         // being deleted when the first create ran into it.
         for _ in 0..2 {
@@ -212,7 +223,10 @@ impl Lifecycle {
                     if !names::owned_by(&existing.metadata, actor_id) {
                         return Err(Error::new(
                             ErrorCode::InvalidState,
-                            format!("{} {id} already exists and was not created for this actor; refusing to use it", kind.resource()),
+                            format!(
+                                "{} {id} already exists and was not created for this actor; refusing to use it",
+                                kind.resource()
+                            ),
                         ));
                     }
                     if existing.metadata.deletion_timestamp.is_none() {
@@ -223,7 +237,10 @@ impl Lifecycle {
                 Err(e) => return Err(api_error(e, action)),
             }
         }
-        Err(Error::new(ErrorCode::InvalidState, format!("{} {id} keeps reappearing while being created", kind.resource())))
+        Err(Error::new(
+            ErrorCode::InvalidState,
+            format!("{} {id} keeps reappearing while being created", kind.resource()),
+        ))
     }
 
     /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]); it no
@@ -262,7 +279,10 @@ impl Lifecycle {
         let total = streams.len();
         let tagged = streams.into_iter().enumerate().map(|(i, s)| exists(s, i)).collect();
         let mut present: Vec<Option<bool>> = vec![None; total];
-        let what = format!("{} to be deleted", objects.iter().map(|(k, n)| format!("{} {n}", k.resource())).collect::<Vec<_>>().join(", "));
+        let what = format!(
+            "{} to be deleted",
+            objects.iter().map(|(k, n)| format!("{} {n}", k.resource())).collect::<Vec<_>>().join(", ")
+        );
         watch::wait(
             &mut watch::merge(tagged),
             deadline,
@@ -270,7 +290,11 @@ impl Lifecycle {
             |(i, exists): (usize, bool)| {
                 present[i] = Some(exists);
                 let left = present.iter().filter(|p| **p != Some(false)).count();
-                Some(if left == 0 { watch::Step::Done(()) } else { watch::Step::Waiting(format!("{left} object(s) still present")) })
+                Some(if left == 0 {
+                    watch::Step::Done(())
+                } else {
+                    watch::Step::Waiting(format!("{left} object(s) still present"))
+                })
             },
             |_| {},
         )

@@ -70,15 +70,16 @@ async fn check_warm_pool(client: &Client, namespace: &str, c: &Checked<'_>) -> R
         return Ok(());
     }
     let template_name = pool.spec.sandbox_template_ref.name;
-    let template: TemplateObject = get(client, namespace, Kind::SandboxTemplate, &template_name).await.map_err(|e| {
-        if e.code == ErrorCode::NotFound {
-            Error::config(format!(
+    let template: TemplateObject =
+        get(client, namespace, Kind::SandboxTemplate, &template_name).await.map_err(|e| {
+            if e.code == ErrorCode::NotFound {
+                Error::config(format!(
                 "SandboxTemplate {template_name:?} of warm pool {pool_name:?} does not exist in namespace {namespace:?}"
             ))
-        } else {
-            e
-        }
-    })?;
+            } else {
+                e
+            }
+        })?;
     let claim_volumes: Vec<String> = c
         .pool
         .volume_claim_templates
@@ -96,13 +97,19 @@ async fn check_warm_pool(client: &Client, namespace: &str, c: &Checked<'_>) -> R
     })
 }
 
-async fn get<T>(client: &Client, namespace: &str, kind: Kind, name: &str) -> Result<kube::core::Object<T, serde_json::Value>>
+async fn get<T>(
+    client: &Client,
+    namespace: &str,
+    kind: Kind,
+    name: &str,
+) -> Result<kube::core::Object<T, serde_json::Value>>
 where
     T: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    kind.api::<T, serde_json::Value>(client, namespace).get(name).await.map_err(|e| {
-        api_error(e, Action { verb: "get", resource: kind.resource(), name: Some(name), namespace })
-    })
+    kind.api::<T, serde_json::Value>(client, namespace)
+        .get(name)
+        .await
+        .map_err(|e| api_error(e, Action { verb: "get", resource: kind.resource(), name: Some(name), namespace }))
 }
 
 /// `Ok` when the container (option or first) mounts a persistent volume at
@@ -131,18 +138,11 @@ pub fn persistent_cwd(
         .ok_or_else(|| format!("mounts no volume at {cwd:?} in container {:?}", c.name))?;
     let is_vct = spec.volume_claim_templates.iter().any(|v| v.metadata.name == mount.name)
         || claim_volumes.contains(&mount.name);
-    let is_pvc = pod
-        .volumes
-        .iter()
-        .flatten()
-        .any(|v| v.name == mount.name && v.persistent_volume_claim.is_some());
+    let is_pvc = pod.volumes.iter().flatten().any(|v| v.name == mount.name && v.persistent_volume_claim.is_some());
     if is_vct || is_pvc {
         Ok(())
     } else {
-        Err(format!(
-            "mounts volume {:?} at {:?}, which is not a persistent volume claim",
-            mount.name, mount.mount_path
-        ))
+        Err(format!("mounts volume {:?} at {:?}, which is not a persistent volume claim", mount.name, mount.mount_path))
     }
 }
 
@@ -174,9 +174,11 @@ mod tests {
         assert!(e.contains("no container"), "{e}");
         // An emptyDir is not persistent, unless a claim VCT of the same name replaces it.
         let empty = json!([{ "name": "workspace", "emptyDir": {} }]);
-        let e = persistent_cwd(&template(mount.clone(), json!([]), empty.clone()), &[], None, "/workspace").unwrap_err();
+        let e =
+            persistent_cwd(&template(mount.clone(), json!([]), empty.clone()), &[], None, "/workspace").unwrap_err();
         assert!(e.contains("not a persistent"), "{e}");
-        assert!(persistent_cwd(&template(mount.clone(), json!([]), empty), &["workspace".into()], None, "/workspace").is_ok());
+        assert!(persistent_cwd(&template(mount.clone(), json!([]), empty), &["workspace".into()], None, "/workspace")
+            .is_ok());
         let pvc = json!([{ "name": "workspace", "persistentVolumeClaim": { "claimName": "shared" } }]);
         assert!(persistent_cwd(&template(mount, json!([]), pvc), &[], None, "/workspace").is_ok());
     }

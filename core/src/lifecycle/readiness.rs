@@ -108,7 +108,10 @@ pub fn pod_failure(pod: &Pod) -> Option<String> {
     let status = pod.status.as_ref()?;
     if let Some(phase @ ("Failed" | "Succeeded")) = status.phase.as_deref() {
         let why = [status.reason.as_deref(), status.message.as_deref()].into_iter().flatten().collect::<Vec<_>>();
-        return Some(format!("pod {phase}{}", if why.is_empty() { String::new() } else { format!(": {}", why.join(": ")) }));
+        return Some(format!(
+            "pod {phase}{}",
+            if why.is_empty() { String::new() } else { format!(": {}", why.join(": ")) }
+        ));
     }
     let containers = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
     containers.into_iter().find_map(|cs| {

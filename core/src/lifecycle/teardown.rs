@@ -30,8 +30,13 @@ impl Lifecycle {
             if !names::owned_by(&claim.metadata, actor_id) {
                 return Err(not_ours(Kind::SandboxClaim, &id));
             }
-            self.refresh_ttl(Kind::SandboxClaim, &id, &id.name, claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.as_deref()))
-                .await?;
+            self.refresh_ttl(
+                Kind::SandboxClaim,
+                &id,
+                &id.name,
+                claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.as_deref()),
+            )
+            .await?;
             match bound_sandbox(&claim) {
                 Some(n) => n.to_string(),
                 None => return Ok(()),
@@ -44,7 +49,11 @@ impl Lifecycle {
         if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
             return Err(not_ours(Kind::Sandbox, &id));
         }
-        let ttl = if self.warm() { None } else { self.ttl_patch_if_due(Kind::Sandbox, &id, sb.spec.shutdown_time.as_deref()) };
+        let ttl = if self.warm() {
+            None
+        } else {
+            self.ttl_patch_if_due(Kind::Sandbox, &id, sb.spec.shutdown_time.as_deref())
+        };
         let mut patch = match self.config.suspend {
             SuspendPolicy::Pod if !sb.spec.is_suspended() => json!({ "spec": { "operatingMode": "Suspended" } }),
             _ => Value::Null,

@@ -32,11 +32,8 @@ impl Ttl {
     /// now: not when it was moved less than an interval ago by this process,
     /// nor when it is already within an interval of `now + ttl`.
     pub fn due(&self, key: &str, current: Option<&str>) -> bool {
-        let recent = self
-            .last_refresh
-            .lock()
-            .map(|m| m.get(key).is_some_and(|t| t.elapsed() < self.interval))
-            .unwrap_or(false);
+        let recent =
+            self.last_refresh.lock().map(|m| m.get(key).is_some_and(|t| t.elapsed() < self.interval)).unwrap_or(false);
         if recent {
             return false;
         }

@@ -22,7 +22,9 @@ use super::{spawn_with, Reader, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::script_argv;
-use crate::exec::{aborted, script_status, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink};
+use crate::exec::{
+    aborted, script_status, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
+};
 
 /// How long reconnecting may keep failing before a follower gives up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
@@ -85,7 +87,12 @@ pub async fn follow(
 
 /// Resolves with the process's exit once it has exited, also long after.
 /// Cancelling fails with `aborted` and leaves the process running.
-pub async fn wait(engine: &ExecEngine, target: &ExecTarget, id: &str, cancel: CancellationToken) -> Result<ProcessExit> {
+pub async fn wait(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    id: &str,
+    cancel: CancellationToken,
+) -> Result<ProcessExit> {
     super::check_id(id)?;
     let mut retry = Retry::new();
     loop {

@@ -182,10 +182,12 @@ pub(crate) async fn spawn_with(
     ];
     args.extend(env);
     let mut reply = HeaderLine::default();
-    let ran = engine.run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
-        reply.feed(chunk);
-        Ok(())
-    }).await;
+    let ran = engine
+        .run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
+            reply.feed(chunk);
+            Ok(())
+        })
+        .await;
     let (ended, stderr) = match ran {
         Ok(ran) => ran,
         // The connection broke: the script may have got far enough to start
@@ -206,7 +208,10 @@ pub(crate) async fn spawn_with(
         _ => Err(match line.as_str() {
             "cwd" => Error::new(
                 ErrorCode::NotFound,
-                format!("cwd {} does not exist or is not an accessible directory; nothing was started", crate::error::quoted(&cwd)),
+                format!(
+                    "cwd {} does not exist or is not an accessible directory; nothing was started",
+                    crate::error::quoted(&cwd)
+                ),
             ),
             "rundir" => Error::internal(
                 "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/proc in the sandbox (is the filesystem read-only? \
@@ -252,17 +257,23 @@ pub async fn find(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<
 
 async fn list_matching(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Vec<ProcessInfo>> {
     let mut out = Vec::new();
-    let (ended, stderr) =
-        engine.run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| {
+    let (ended, stderr) = engine
+        .run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| {
             out.extend_from_slice(&c);
             Ok(())
-        }).await?;
+        })
+        .await?;
     script_status(ended, "listing processes", stderr)?;
     parse_list(&out)
 }
 
 fn parse_list(out: &[u8]) -> Result<Vec<ProcessInfo>> {
-    let bad = || Error::internal(format!("the process list is malformed: {:?}", String::from_utf8_lossy(&out[..out.len().min(200)])));
+    let bad = || {
+        Error::internal(format!(
+            "the process list is malformed: {:?}",
+            String::from_utf8_lossy(&out[..out.len().min(200)])
+        ))
+    };
     let end = memchr::memmem::find(out, b".\n").filter(|&i| i == 0 || out[i - 1] == b'\n').ok_or_else(bad)?;
     let mut texts = &out[end + 2..];
     let mut list = Vec::new();
@@ -325,13 +336,20 @@ pub async fn close_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str) -> 
     stdin_call(engine, target, id, vec![id.to_owned(), "close".to_owned()], None).await
 }
 
-async fn stdin_call(engine: &ExecEngine, target: &ExecTarget, id: &str, args: Vec<String>, data: Option<Bytes>) -> Result<()> {
+async fn stdin_call(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    id: &str,
+    args: Vec<String>,
+    data: Option<Bytes>,
+) -> Result<()> {
     let mut reply = HeaderLine::default();
-    let (ended, stderr) =
-        engine.run_script(target, script_argv(scripts::STDIN, args), data, |c| {
+    let (ended, stderr) = engine
+        .run_script(target, script_argv(scripts::STDIN, args), data, |c| {
             reply.feed(c);
             Ok(())
-        }).await?;
+        })
+        .await?;
     let state = |what: &str| Error::new(ErrorCode::InvalidState, format!("process {id}: {what}"));
     match ended {
         Completion::Exited(0) if reply.line() == Some(b"gone") => {
@@ -352,8 +370,9 @@ pub async fn kill(engine: &ExecEngine, target: &ExecTarget, id: &str, signal: &s
     if !SIGNALS.contains(&signal) {
         return Err(Error::invalid_request(format!("signal must be one of {}, got {signal:?}", SIGNALS.join(", "))));
     }
-    let (ended, stderr) =
-        engine.run_script(target, script_argv(scripts::SIGNAL, [id.to_owned(), signal.to_owned()]), None, |_| Ok(())).await?;
+    let (ended, stderr) = engine
+        .run_script(target, script_argv(scripts::SIGNAL, [id.to_owned(), signal.to_owned()]), None, |_| Ok(()))
+        .await?;
     script_status(ended, "signalling the process", stderr).map(drop)
 }
 
@@ -367,7 +386,9 @@ mod tests {
         check_id(&id).unwrap();
         assert!(id.starts_with("019ad94885fb"), "{id}");
         assert!(new_id(1) < new_id(2));
-        for bad in ["", "x", "0123456789abcdef012", "0123456789ABCDEF0123", "../../../etc/passwd0", "0123456789abcdef012 "] {
+        for bad in
+            ["", "x", "0123456789abcdef012", "0123456789ABCDEF0123", "../../../etc/passwd0", "0123456789abcdef012 "]
+        {
             assert_eq!(check_id(bad).unwrap_err().code, ErrorCode::InvalidRequest, "{bad:?}");
         }
     }

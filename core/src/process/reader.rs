@@ -23,7 +23,14 @@ pub(crate) struct Reader {
 
 impl Reader {
     pub(crate) fn new(id: &str, start: Cursor) -> Self {
-        Reader { id: id.to_owned(), start, header: HeaderLine::default(), state: None, streams: None, early: Vec::new() }
+        Reader {
+            id: id.to_owned(),
+            start,
+            header: HeaderLine::default(),
+            state: None,
+            streams: None,
+            early: Vec::new(),
+        }
     }
 
     /// Feeds one chunk of a read script's output.

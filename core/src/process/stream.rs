@@ -12,9 +12,9 @@
 
 use bytes::Bytes;
 
+use crate::error::{Error, Result};
 use crate::exec::trailer::TrailerScanner;
 use crate::exec::Stream;
-use crate::error::{Error, Result};
 
 /// Largest cap of one stream's stored output, in bytes.
 pub const MAX_CAP: u64 = 1 << 26;
@@ -83,7 +83,11 @@ impl State {
         }
         let f: Vec<&str> = line.split(' ').collect();
         let [x, w, cap] = f.as_slice() else { return None };
-        Some(State::Known { exit: (*x != "-").then(|| (*x).to_owned()), waiter_alive: *w == "1", cap: cap.parse().ok()? })
+        Some(State::Known {
+            exit: (*x != "-").then(|| (*x).to_owned()),
+            waiter_alive: *w == "1",
+            cap: cap.parse().ok()?,
+        })
     }
 }
 
@@ -206,10 +210,13 @@ mod tests {
     fn states() {
         assert_eq!(State::parse(b"gone"), Some(State::Gone));
         assert_eq!(State::parse(b"- 1 33554432"), Some(State::Known { exit: None, waiter_alive: true, cap: 33554432 }));
-        assert_eq!(State::parse(b"timeout 0 5").and_then(|s| match s {
-            State::Known { exit, .. } => exit,
-            State::Gone => None,
-        }), Some("timeout".to_owned()));
+        assert_eq!(
+            State::parse(b"timeout 0 5").and_then(|s| match s {
+                State::Known { exit, .. } => exit,
+                State::Gone => None,
+            }),
+            Some("timeout".to_owned())
+        );
         assert_eq!(State::parse(b"1 2"), None);
         assert_eq!(ProcessExit::from_token("3").exit_code, Some(3));
         assert!(ProcessExit::from_token("timeout").timed_out);

@@ -29,7 +29,8 @@ fn ready_needs_current_generation_and_live_pod() {
     // No pod yet, or only a terminating one.
     assert!(matches!(sandbox_readiness(&sb, None), Readiness::Waiting(_)));
     let mut dying = p.clone();
-    dying.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+    dying.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
     assert!(matches!(sandbox_readiness(&sb, Some(&dying)), Readiness::Waiting(_)));
 }
 
@@ -60,7 +61,8 @@ fn unschedulable_is_reported_while_waiting() {
 
 #[test]
 fn suspension() {
-    let suspended = json!({ "type": "Suspended", "status": "True", "reason": "PodTerminated", "observedGeneration": 4 });
+    let suspended =
+        json!({ "type": "Suspended", "status": "True", "reason": "PodTerminated", "observedGeneration": 4 });
     assert!(is_suspended(&sandbox(4, "Suspended", json!([suspended.clone()]))));
     assert!(!is_suspended(&sandbox(5, "Suspended", json!([suspended.clone()]))));
     assert!(!is_suspended(&sandbox(4, "Running", json!([suspended]))));
@@ -74,7 +76,12 @@ fn claims() {
         serde_json::from_value(json!({ "metadata": { "name": "c" }, "spec": {}, "status": status })).unwrap()
     };
     assert!(matches!(claim_binding(&claim(json!({}))), Binding::Waiting(_)));
-    assert_eq!(claim_binding(&claim(json!({ "sandbox": { "name": "pool-abcde" } }))), Binding::Bound("pool-abcde".into()));
-    let failed = claim(json!({ "conditions": [{ "type": "Ready", "status": "False", "reason": "WarmPoolNotFound", "message": "no pool" }] }));
+    assert_eq!(
+        claim_binding(&claim(json!({ "sandbox": { "name": "pool-abcde" } }))),
+        Binding::Bound("pool-abcde".into())
+    );
+    let failed = claim(
+        json!({ "conditions": [{ "type": "Ready", "status": "False", "reason": "WarmPoolNotFound", "message": "no pool" }] }),
+    );
     assert!(matches!(claim_binding(&failed), Binding::Failed(m) if m.contains("WarmPoolNotFound")));
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Static checks, run by scripts/test.sh and on their own (`npm run lint`):
+# Rust formatting and clippy (the lints in Cargo.toml, warnings as errors),
+# gofmt and go vet for the local control plane, and the type-level test of
+# index.d.ts. Fails on the first problem.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider/cargo-target}
+
+echo "lint: rustfmt"
+cargo fmt --all --check
+echo "lint: clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "lint: gofmt, go vet (dev/cluster)"
+# The same flags as cluster.sh's builds, so vet reuses their compiled packages.
+unformatted=$(cd dev/cluster && gofmt -l cmd)
+if [[ -n $unformatted ]]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+(cd dev/cluster && CGO_ENABLED=0 go vet -trimpath ./...)
+echo "lint: index.d.ts (tsc)"
+npx tsc -p __test__/tsconfig.json
