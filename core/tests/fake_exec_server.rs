@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget};
+use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget, Liveness, PodExecRuntime};
 use sandbox_core::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,10 +28,31 @@ enum Mode {
     NoStatus,
     /// A `Failure` status without an `ExitCode` cause.
     FailureWithoutExitCode,
+    /// Upgrades, then neither reads nor writes: a stalled connection whose
+    /// socket stays open (tungstenite answers pings only when polled).
+    Silent,
+    /// Accepts the TCP connection and never answers the upgrade request.
+    NoUpgrade,
+    /// Answers pings but sends nothing for `QUIET`, then a success status: a
+    /// long quiet command on a live connection.
+    QuietThenExit,
+}
+
+/// How long `QuietThenExit` stays quiet: several stall periods of `fast()`.
+const QUIET: Duration = Duration::from_millis(1500);
+
+/// Pings and stall detection scaled down so the tests take a second.
+fn fast() -> Liveness {
+    Liveness { ping: Duration::from_millis(100), stall: Duration::from_millis(400) }
 }
 
 /// Starts the fake; returns an engine talking to it.
 async fn engine(mode: Mode) -> ExecEngine {
+    engine_with(mode, Liveness::default()).await
+}
+
+/// Starts the fake; returns an engine with `liveness` talking to it.
+async fn engine_with(mode: Mode, liveness: Liveness) -> ExecEngine {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -41,7 +62,7 @@ async fn engine(mode: Mode) -> ExecEngine {
         }
     });
     let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    ExecEngine::new(client, 8)
+    ExecEngine::with_runtime(Box::new(PodExecRuntime::new(client).with_liveness(liveness)), 8)
 }
 
 fn target() -> ExecTarget {
@@ -56,6 +77,10 @@ fn frame(channel: u8, data: &[u8]) -> Message {
 }
 
 async fn serve(stream: TcpStream, mode: Mode) {
+    if let Mode::NoUpgrade = mode {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        return drop(stream);
+    }
     let mut argv = Vec::new();
     #[allow(clippy::result_large_err)] // tungstenite's callback signature
     let accept = |req: &Request, mut res: Response| {
@@ -86,6 +111,26 @@ async fn serve(stream: TcpStream, mode: Mode) {
             let status = br#"{"status":"Failure","message":"OCI runtime exec failed: boom","reason":"InternalError","code":500}"#;
             tx.send(frame(3, status)).await.unwrap();
             tx.close().await.unwrap();
+        }
+        Mode::NoUpgrade => unreachable!(),
+        Mode::Silent => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop((tx, rx));
+        }
+        Mode::QuietThenExit => {
+            let mut ws = tx.reunite(rx).unwrap();
+            let quiet = tokio::time::sleep(QUIET);
+            tokio::pin!(quiet);
+            loop {
+                tokio::select! {
+                    // Polling makes tungstenite queue pongs; flush sends them.
+                    msg = ws.next() => if msg.is_none() { return },
+                    () = &mut quiet => break,
+                }
+                let _ = ws.flush().await;
+            }
+            ws.send(frame(3, br#"{"status":"Success","metadata":{}}"#)).await.unwrap();
+            let _ = ws.close(None).await;
         }
         Mode::V4Local => run_locally(argv, tx, rx).await,
     }
@@ -216,4 +261,39 @@ async fn a_slow_consumer_loses_nothing_when_the_session_ends_first() {
     assert_eq!(r.exit_code, Some(0));
     let expected: String = (1..=1_000_000).map(|i| format!("{i}\n")).collect();
     assert!(consumer.await.unwrap() == expected.as_bytes(), "output lost or reordered");
+}
+
+#[tokio::test]
+async fn a_stalled_connection_is_connection_lost_within_the_stall_time() {
+    let engine = engine_with(Mode::Silent, fast()).await;
+    let started = std::time::Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(20), engine.exec(&target(), request("sleep 100")))
+        .await
+        .expect("a stall is detected, not waited out")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
+    assert!(e.message.contains("stalled"), "{}", e.message);
+    // The stall time, plus the upgrade; far below the fake's 60 s of silence.
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_quiet_command_on_a_live_connection_is_not_a_stall() {
+    // Quiet for several stall periods; pongs keep the session alive.
+    let engine = engine_with(Mode::QuietThenExit, fast()).await;
+    let started = std::time::Instant::now();
+    let r = engine.exec(&target(), request("sleep 2")).await.unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    assert!(started.elapsed() >= QUIET, "the fake stayed quiet for {QUIET:?}");
+}
+
+#[tokio::test]
+async fn an_unanswered_exec_request_is_connection_lost_too() {
+    let engine = engine_with(Mode::NoUpgrade, fast()).await;
+    let e = tokio::time::timeout(Duration::from_secs(20), engine.exec(&target(), request("true")))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
+    assert!(e.message.contains("did not answer the exec request"), "{}", e.message);
 }

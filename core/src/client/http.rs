@@ -8,6 +8,14 @@
 //! This rebuilds kube's stack (TLS, base URI, retry of 429/503/504, auth,
 //! extra headers, connect timeout) around a connector that sets it, and
 //! that also probes idle connections (kube's connector does not).
+//!
+//! Retries of 429/503/504 are bounded tighter than kube's `server_retry`
+//! (15 retries, up to about five minutes of backoff): [`RETRIES`] with
+//! backoff from 50 ms doubling to 5 s, about 11 s in all, honouring a
+//! `Retry-After` that is longer than the backoff. That rides out an API
+//! server's start or a burst of priority-and-fairness throttling; a server
+//! that keeps refusing is reported as `unavailable` while the caller can
+//! still do something about it.
 
 use std::time::Duration;
 
@@ -26,6 +34,9 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered probes after which the connection is dropped.
 const KEEPALIVE_PROBES: u32 = 3;
 
+/// Retries of a request the server answered 429, 503 or 504.
+pub(super) const RETRIES: u32 = 8;
+
 /// A client equivalent to `Client::try_from(config)` with TCP_NODELAY and
 /// keepalive.
 pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
@@ -41,10 +52,100 @@ pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
     let https = config.rustls_https_connector_with_connector(http)?;
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(config.default_retry.then(|| RetryLayer::new(RetryPolicy::server_retry())))
+        .option_layer(config.default_retry.then(|| RetryLayer::new(retry_policy())))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
         .service(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https));
     Ok(Client::new(service, config.default_namespace))
+}
+
+fn retry_policy() -> RetryPolicy {
+    RetryPolicy::new(Duration::from_millis(50), Duration::from_secs(5), RETRIES, true)
+        .expect("constant backoff parameters are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against an in-process plain-HTTP fake (named so): a real API server
+    //! cannot be made to answer 503 on demand.
+
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::client::{api_error, Action};
+
+    /// Serves `failures` answers of `status`, then 200 with `{}`; counts requests.
+    async fn fake_server(status: u16, failures: u32) -> (Client, Arc<AtomicU32>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicU32::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    // One request per connection, answered with `Connection: close`.
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let mut buf = [0u8; 1024];
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let n = seen.fetch_add(1, Ordering::SeqCst);
+                    let refusal = format!(
+                        r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"refused on purpose","code":{status}}}"#
+                    );
+                    let (code, body) = if n < failures { (status, refusal) } else { (200, "{}".to_owned()) };
+                    let response = format!(
+                        "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        (client(Config::new(url.parse().unwrap())).unwrap(), count)
+    }
+
+    async fn get(client: &Client) -> Result<serde_json::Value, kube::Error> {
+        client.request(http::Request::get("/api/v1/namespaces/x").body(Vec::new()).unwrap()).await
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_503_and_429_is_retried_until_it_passes() {
+        for status in [503, 429, 504] {
+            let (client, count) = fake_server(status, 3).await;
+            get(&client).await.unwrap_or_else(|e| panic!("{status}: {e}"));
+            assert_eq!(count.load(Ordering::SeqCst), 4, "{status}: three refusals, one success");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_keeps_refusing_is_an_error_after_the_bounded_retries() {
+        let (client, count) = fake_server(503, u32::MAX).await;
+        let started = std::time::Instant::now();
+        let err = get(&client).await.unwrap_err();
+        assert_eq!(count.load(Ordering::SeqCst), RETRIES + 1);
+        // 50 ms doubling, capped at 5 s, with jitter: well under a minute.
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+        let action = Action { verb: "get", resource: "namespaces", name: Some("x"), namespace: "" };
+        let err = api_error(err, action);
+        assert_eq!(err.code, crate::ErrorCode::Unavailable, "{}", err.message);
+        assert!(err.message.contains("503") && err.message.contains("refused on purpose"), "{}", err.message);
+    }
+
+    #[tokio::test]
+    async fn other_errors_are_not_retried() {
+        let (client, count) = fake_server(500, u32::MAX).await;
+        assert!(get(&client).await.is_err());
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
 }

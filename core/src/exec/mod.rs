@@ -33,7 +33,7 @@ pub mod wrapper;
 pub(crate) use engine::{aborted, script_status, Command};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
-pub use runtime::{PodExecRuntime, Release, Runtime};
+pub use runtime::{Liveness, PodExecRuntime, Release, Runtime};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
 

@@ -19,6 +19,13 @@
 //! frame: the engine's scripts read exactly the announced number of stdin
 //! bytes (`head -c`), so commands see EOF on v4 servers too.
 //!
+//! A connection can also stall with its socket open (a node or middlebox
+//! gone silent; TCP keepalive takes a minute to notice, and only if nothing
+//! answers for the peer). Every session pings the server every
+//! [`Liveness::ping`]; waiting on the socket for [`Liveness::stall`] with
+//! nothing arriving, not even a pong, ends it as `connection_lost`. Time
+//! spent waiting on a slow consumer does not count.
+//!
 //! A consumer can end a session before the status (see [`Release`]): the
 //! wrapper's trailer already said how the command ended, while a child it
 //! left running still holds the streams open. A released session is either
@@ -28,6 +35,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
@@ -41,6 +49,7 @@ use kube::{Client, Resource};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio::time::{self, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -62,6 +71,24 @@ const STDIN_MESSAGE_BYTES: usize = 128 * 1024;
 const SOCKET_READ_BYTES: usize = 32 * 1024;
 /// Released sessions kept draining at once; beyond this they are closed.
 const MAX_DRAINS: usize = 256;
+
+/// When a session pings the server and when silence means it stalled.
+#[derive(Debug, Clone, Copy)]
+pub struct Liveness {
+    /// Interval between WebSocket pings.
+    pub ping: Duration,
+    /// Waiting on the socket this long with nothing arriving ends the
+    /// session as `connection_lost`. Several pings long, so one lost or slow
+    /// pong is not a stall.
+    pub stall: Duration,
+}
+
+impl Default for Liveness {
+    /// A ping every 5 s; stalled after 15 s of silence.
+    fn default() -> Self {
+        Liveness { ping: Duration::from_secs(5), stall: Duration::from_secs(15) }
+    }
+}
 
 /// Runs one process in a target and reports how it ended.
 ///
@@ -126,6 +153,7 @@ impl Release {
 pub struct PodExecRuntime {
     client: Client,
     watches: PodWatches,
+    liveness: Liveness,
     /// Released sessions still being drained; aborted when the runtime drops.
     drains: Mutex<JoinSet<()>>,
 }
@@ -134,7 +162,18 @@ impl PodExecRuntime {
     /// A runtime using `client`; one connection per exec is inherent to the
     /// HTTP/1.1 upgrade, the client (auth, TLS config) is shared.
     pub fn new(client: Client) -> Self {
-        PodExecRuntime { watches: PodWatches::new(client.clone()), client, drains: Mutex::default() }
+        PodExecRuntime {
+            watches: PodWatches::new(client.clone()),
+            client,
+            liveness: Liveness::default(),
+            drains: Mutex::default(),
+        }
+    }
+
+    /// The same runtime with other ping and stall times.
+    pub fn with_liveness(mut self, liveness: Liveness) -> Self {
+        self.liveness = liveness;
+        self
     }
 
     /// Keeps a released session reading until the server, the connection or
@@ -146,7 +185,7 @@ impl PodExecRuntime {
         let mut drains = self.drains.lock().expect("drain set poisoned");
         while drains.try_join_next().is_some() {}
         if drains.len() < MAX_DRAINS {
-            drains.spawn(drain(session, watch));
+            drains.spawn(drain(session, watch, self.liveness));
         }
     }
 }
@@ -174,7 +213,19 @@ impl Runtime for PodExecRuntime {
             let request = Request::new(Pod::url_path(&(), Some(&target.namespace)))
                 .exec(&target.pod, argv, &params)
                 .map_err(|e| api_error(kube::Error::BuildRequest(e), action))?;
-            let connection = self.client.connect(request).await.map_err(|e| api_error(e, action))?;
+            // A stalled connection (a pooled one, say) can also swallow the
+            // upgrade request; the command may have started, so the engine
+            // kills it like any lost exec.
+            let upgrade = self.liveness.stall * 2;
+            let connection = time::timeout(upgrade, self.client.connect(request))
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorCode::ConnectionLost,
+                        format!("the API server did not answer the exec request within {} s", upgrade.as_secs_f32()),
+                    )
+                })?
+                .map_err(|e| api_error(e, action))?;
             // Nothing has been read yet, so re-wrapping the socket loses
             // nothing; it is the only way to set tungstenite's read size.
             let socket = connection.into_stream().into_inner();
@@ -183,7 +234,7 @@ impl Runtime for PodExecRuntime {
             let lost =
                 |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
             let driven = tokio::select! {
-                driven = drive(ws, stdin, &output, &release) => driven,
+                driven = drive(ws, stdin, &output, &release, self.liveness) => driven,
                 reason = watch.gone() => return Err(lost(reason)),
             };
             match driven? {
@@ -221,36 +272,41 @@ enum Driven<S> {
 }
 
 /// Reads the session until its status frame (or a release) while feeding
-/// stdin. A connection that breaks or closes first is `connection_lost`.
+/// stdin and pinging. A connection that breaks, closes or stalls first is
+/// `connection_lost`.
 async fn drive<S>(
     ws: WebSocketStream<S>,
     stdin: Option<Bytes>,
     output: &mpsc::Sender<OutputChunk>,
     release: &Release,
+    liveness: Liveness,
 ) -> Result<Driven<S>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut sink, mut frames) = ws.split();
     let ended = {
+        // The one writer: stdin pieces with pings between them, then pings.
+        // A failed write means the session ended; the reader says how.
         let feed = async {
-            if let Some(data) = stdin {
-                for piece in data.chunks(STDIN_MESSAGE_BYTES) {
-                    let mut message = BytesMut::with_capacity(piece.len() + 1);
-                    message.put_u8(0);
-                    message.put_slice(piece);
-                    // A failed write means the session ended; the reader says how.
-                    if sink.send(Message::Binary(message.freeze())).await.is_err() {
-                        break;
-                    }
+            let mut pings = pings(liveness);
+            for piece in stdin.as_deref().unwrap_or_default().chunks(STDIN_MESSAGE_BYTES) {
+                if pings.tick().now_or_never().is_some() && sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                    break;
+                }
+                let mut message = BytesMut::with_capacity(piece.len() + 1);
+                message.put_u8(0);
+                message.put_slice(piece);
+                if sink.send(Message::Binary(message.freeze())).await.is_err() {
+                    break;
                 }
             }
-            std::future::pending::<()>().await;
+            keep_pinging(&mut sink, pings).await;
         };
         tokio::select! {
-            ended = read(&mut frames, output) => ended.map(ReadEnd::Status),
+            ended = read(&mut frames, output, liveness.stall) => ended.map(ReadEnd::Status),
             drain = release.requested() => Ok(ReadEnd::Released(drain)),
-            () = feed => unreachable!("stdin feeding never completes"),
+            () = feed => unreachable!("the writer never completes"),
         }
     };
     match ended? {
@@ -264,29 +320,25 @@ enum ReadEnd {
     Released(bool),
 }
 
-/// Hands output on until the status frame; a connection that breaks or
-/// closes first is `connection_lost`. Cancel safe between chunks (a chunk
-/// being handed on when cancelled is lost, which only happens on release).
-async fn read<S>(frames: &mut SplitStream<WebSocketStream<S>>, output: &mpsc::Sender<OutputChunk>) -> Result<Completion>
+/// Hands output on until the status frame; a connection that breaks, closes
+/// or stays silent for `stall` first is `connection_lost`. Cancel safe
+/// between chunks (a chunk being handed on when cancelled is lost, which
+/// only happens on release).
+async fn read<S>(
+    frames: &mut SplitStream<WebSocketStream<S>>,
+    output: &mpsc::Sender<OutputChunk>,
+    stall: Duration,
+) -> Result<Completion>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     loop {
-        let message = match frames.next().await {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => {
-                return Err(Error::new(
-                    ErrorCode::ConnectionLost,
-                    format!("the exec connection failed before an exit status arrived: {e}"),
-                ))
-            }
-            None => break,
-        };
+        let Some(message) = next_frame(frames, stall).await? else { break };
         let data = match message {
             Message::Binary(data) => data,
             Message::Close(_) => break,
-            // Text is not part of the binary protocol; pings are answered
-            // by tungstenite itself.
+            // Pongs only prove the connection lives; text is not part of the
+            // binary protocol; pings are answered by tungstenite itself.
             _ => continue,
         };
         let (Some(&channel), payload) = (data.first(), data.slice(1..)) else { continue };
@@ -313,15 +365,63 @@ where
     Err(Error::new(ErrorCode::ConnectionLost, "the exec connection closed without an exit status"))
 }
 
-/// Reads a released session to its end, discarding what arrives, so a child
-/// the command left running can keep writing to the streams it inherited.
-async fn drain<S>(session: Session<S>, mut watch: PodWatch)
+/// The next message, `None` at the end of the stream. Waiting longer than
+/// `stall` is `connection_lost`; the time starts when the caller asks, so a
+/// slow consumer is not a stall. Cancel safe.
+async fn next_frame<S>(frames: &mut SplitStream<WebSocketStream<S>>, stall: Duration) -> Result<Option<Message>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let Session { sink, mut frames } = session;
+    match time::timeout(stall, frames.next()).await {
+        Ok(Some(Ok(message))) => Ok(Some(message)),
+        Ok(Some(Err(e))) => Err(Error::new(
+            ErrorCode::ConnectionLost,
+            format!("the exec connection failed before an exit status arrived: {e}"),
+        )),
+        Ok(None) => Ok(None),
+        Err(_) => Err(Error::new(
+            ErrorCode::ConnectionLost,
+            format!(
+                "the exec connection stalled: nothing arrived for {} s, not even a reply to a ping",
+                stall.as_secs_f32()
+            ),
+        )),
+    }
+}
+
+/// Ticks every `liveness.ping`, the first a full interval from now.
+fn pings(liveness: Liveness) -> time::Interval {
+    let mut pings = time::interval_at(time::Instant::now() + liveness.ping, liveness.ping);
+    pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    pings
+}
+
+/// Pings on every tick; never returns (after a failed write it just waits:
+/// the reader says how the session ended).
+async fn keep_pinging<S>(sink: &mut SplitSink<WebSocketStream<S>, Message>, mut pings: time::Interval)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        pings.tick().await;
+        if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Reads a released session to its end, discarding what arrives, so a child
+/// the command left running can keep writing to the streams it inherited.
+/// It keeps pinging, so middleboxes that close idle connections (load
+/// balancers, often after a few minutes) leave a quiet child its streams, and
+/// ends on a stall like an exec does.
+async fn drain<S>(session: Session<S>, mut watch: PodWatch, liveness: Liveness)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Session { mut sink, mut frames } = session;
     let to_end = async {
-        while let Some(Ok(message)) = frames.next().await {
+        while let Ok(Some(message)) = next_frame(&mut frames, liveness.stall).await {
             match message {
                 Message::Binary(data) if data.first() == Some(&3) => break,
                 Message::Close(_) => break,
@@ -332,6 +432,7 @@ where
     // A deleted pod leaves the session open but silent (kubernetes#129144).
     tokio::select! {
         () = to_end => {}
+        () = keep_pinging(&mut sink, pings(liveness)) => {}
         _ = watch.gone() => {}
     }
     drop(sink);
