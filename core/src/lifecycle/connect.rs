@@ -8,6 +8,7 @@ use kube::Api;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::access;
 use super::events::{Emitter, EventKind};
 use super::manifest;
 use super::names::{self, SandboxId};
@@ -171,6 +172,8 @@ impl Lifecycle {
                 if !readiness::is_suspended(&sb) && !self.wait_suspended(ns, name, deadline, ev).await? {
                     return Ok(gone);
                 }
+                let op = format!("connect {id} (resuming it)");
+                access::require(&self.client, ns, &op, &access::resume(self.warm())).await?;
                 let mut patch = json!({ "spec": { "operatingMode": "Running" } });
                 if let Some(t) = &ttl {
                     manifest::merge_patch(&mut patch, t);

@@ -5,9 +5,11 @@
 //! - [`Provider`]: the lifecycle plus the exec engine (the binding's view).
 //! - [`ops`]: [`Lifecycle`], the Kubernetes side (create and shared helpers);
 //!   `connect` and `teardown` (suspend/destroy) extend it.
+//! - `access`: permission checks before a call changes anything.
 //! - [`readiness`]: pure decisions on observed objects; [`watch`]: waiting.
 //! - [`manifest`], [`names`], [`resources`]: what we create and read.
 
+mod access;
 mod connect;
 pub mod events;
 pub mod manifest;

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::access;
 use super::events::{Emitter, EventKind, EventSink};
 use super::names::{self, SandboxId};
 use super::preflight::{Checked, PoolCheck};
@@ -178,6 +179,7 @@ impl Lifecycle {
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         let id = SandboxId { namespace: self.namespace.clone(), name: names::object_name(self.warm(), actor_id) };
         let ev = self.emitter(&id, actor_id);
+        access::require(&self.client, &id.namespace, &format!("create {id}"), &access::create(self.kind())).await?;
         if let Mode::WarmPool(pool) = &self.config.mode {
             let checked = Checked {
                 pool,

@@ -5,6 +5,7 @@ use kube::api::{DeleteParams, DynamicObject};
 use kube::Api;
 use serde_json::{json, Value};
 
+use super::access;
 use super::connect::not_ours;
 use super::events::EventKind;
 use super::manifest;
@@ -58,6 +59,9 @@ impl Lifecycle {
             SuspendPolicy::Pod if !sb.spec.is_suspended() => json!({ "spec": { "operatingMode": "Suspended" } }),
             _ => Value::Null,
         };
+        if !patch.is_null() {
+            access::require(&self.client, ns, &format!("suspend {id}"), &access::suspend()).await?;
+        }
         if let Some(t) = &ttl {
             manifest::merge_patch(&mut patch, t);
         }
@@ -101,6 +105,7 @@ impl Lifecycle {
                 gone.push((Kind::Sandbox, sandbox.to_string()));
             }
         }
+        access::require(&self.client, ns, &format!("destroy {id}"), &access::destroy(kind)).await?;
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
         let action = Action { verb: "delete", resource: kind.resource(), name: Some(&id.name), namespace: ns };
         match api.delete(&id.name, &DeleteParams::background()).await {

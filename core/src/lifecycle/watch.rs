@@ -15,6 +15,10 @@ use tokio::time::Instant;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
 
+/// How long authorization errors may persist, once a watch was allowed,
+/// before they end the wait.
+pub const AUTH_GRACE: Duration = Duration::from_secs(15);
+
 /// The latest state of one watched object: `Some` while it exists, `None`
 /// once it is absent (never created, or deleted).
 pub type Latest<K> = Option<K>;
@@ -82,9 +86,11 @@ pub enum Step<T> {
 /// Feeds every update to `step` (which records it and decides; `None` =
 /// not enough observed yet) until it is done or fails, or `deadline` passes
 /// (`timeout` error naming `what` and the last waiting reason).
-/// Authorization errors end the wait at once, and so does an unreachable
-/// API server before the first update; later transient API errors are
-/// retried by the watcher until the deadline. `updates` is borrowed so a
+/// Authorization errors before the first update end the wait at once, and
+/// so does an unreachable API server; later transient API errors are
+/// retried by the watcher until the deadline. A 403 or 401 after the watch
+/// was already allowed is retried for [`AUTH_GRACE`]: an API server that
+/// restarts answers them for a moment before its authorizer is ready. `updates` is borrowed so a
 /// watch can go on serving a later wait (connect follows one claim watch
 /// from binding to readiness).
 pub async fn wait<U, T>(
@@ -98,16 +104,23 @@ pub async fn wait<U, T>(
     let mut last_waiting = String::from("no state observed yet");
     let mut last_error: Option<Error> = None;
     let mut observed = false;
+    // When the current run of authorization errors began.
+    let mut denied_since: Option<Instant> = None;
     loop {
         let next = match tokio::time::timeout_at(deadline, updates.next()).await {
             Ok(Some(item)) => item,
             Ok(None) => return Err(Error::internal(format!("waiting for {what}: the watch ended unexpectedly"))),
             Err(_) => return Err(timeout(what, started.elapsed(), &last_waiting, last_error.as_ref())),
         };
+        let denial = matches!(&next, Err(e) if matches!(e.code, ErrorCode::Forbidden | ErrorCode::Config));
+        if !denial {
+            denied_since = None;
+        }
         match next {
-            Err(e) if matches!(e.code, ErrorCode::Forbidden | ErrorCode::Config | ErrorCode::InvalidRequest) => {
-                return Err(e)
+            Err(e) if denial && observed && denied_since.get_or_insert_with(Instant::now).elapsed() < AUTH_GRACE => {
+                last_error = Some(e)
             }
+            Err(e) if denial || e.code == ErrorCode::InvalidRequest => return Err(e),
             // Nothing observed yet and the server unreachable: fail now, as a
             // GET would, so the caller can retry later instead of waiting out
             // the deadline.
@@ -137,4 +150,70 @@ fn timeout(what: &str, waited: Duration, waiting: &str, api: Option<&Error>) -> 
         message.push_str(&format!(" (last API error: {})", e.message));
     }
     Error::new(ErrorCode::Timeout, message)
+}
+
+#[cfg(test)]
+mod tests {
+    //! `wait` on scripted streams under paused time.
+
+    use super::*;
+
+    fn forbidden() -> Error {
+        Error::new(ErrorCode::Forbidden, "watch pods: forbidden")
+    }
+
+    /// Yields `items`, each `gap` after the previous one, then stays open.
+    fn scripted(items: Vec<Result<u32>>, gap: Duration) -> BoxStream<'static, Result<u32>> {
+        stream::iter(items)
+            .then(move |item| async move {
+                tokio::time::sleep(gap).await;
+                item
+            })
+            .chain(stream::pending())
+            .boxed()
+    }
+
+    async fn run(items: Vec<Result<u32>>, gap: Duration) -> Result<u32> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let step = |n: u32| Some(if n == 2 { Step::Done(n) } else { Step::Waiting(format!("at {n}")) });
+        wait(&mut scripted(items, gap), deadline, "the test", step, |_| {}).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_403_before_anything_was_observed_ends_the_wait_at_once() {
+        let started = Instant::now();
+        let e = run(vec![Err(forbidden()), Ok(2)], Duration::from_millis(10)).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_403_while_the_server_restarts_is_retried() {
+        // Allowed, then 403s for 10 s (the watcher's retries), then allowed again.
+        let mut items = vec![Ok(1)];
+        items.extend((0..10).map(|_| Err(forbidden())));
+        items.push(Ok(2));
+        assert_eq!(run(items, Duration::from_secs(1)).await.unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_403_that_persists_past_the_grace_is_forbidden_not_a_timeout() {
+        let mut items = vec![Ok(1)];
+        items.extend((0..60).map(|_| Err(forbidden())));
+        let started = Instant::now();
+        let e = run(items, Duration::from_secs(1)).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden, "{}", e.message);
+        assert!(started.elapsed() <= AUTH_GRACE + Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_between_denials_restarts_the_grace() {
+        let mut items = vec![Ok(1)];
+        for _ in 0..3 {
+            items.extend((0..10).map(|_| Err(forbidden())));
+            items.push(Ok(1));
+        }
+        items.push(Ok(2));
+        assert_eq!(run(items, Duration::from_secs(1)).await.unwrap(), 2);
+    }
 }

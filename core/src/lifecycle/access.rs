@@ -1,0 +1,220 @@
+//! Permission checks before a call changes anything.
+//!
+//! A call that changes a sandbox and then waits (resume → readiness, suspend
+//! → pod gone, delete → objects gone) would otherwise fail on a missing
+//! `list`/`watch` only after its change took effect, and tell the caller it
+//! failed. So the changing calls first ask the API server what the
+//! credentials may do in the namespace (one `SelfSubjectRulesReview`, which
+//! every authenticated user may create) and fail with `forbidden`, nothing
+//! changed, when a verb a later step needs is missing. `create` also checks
+//! what `destroy` will need, so no sandbox is made that its creator cannot
+//! delete.
+//!
+//! The review is advisory: when the server cannot answer it completely (a
+//! webhook authorizer, the review itself forbidden, the server restarting)
+//! the call goes ahead and the API server decides each step, as before.
+
+use k8s_openapi::api::authorization::v1::{ResourceRule, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use super::resources::{Kind, EXTENSIONS_GROUP, SANDBOX_GROUP};
+use crate::error::{Error, ErrorCode, Result};
+
+/// A resource as RBAC rules name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// Plural, or `plural/subresource`.
+    pub plural: &'static str,
+}
+
+impl Resource {
+    const PODS: Resource = Resource { group: "", plural: "pods" };
+    const PODS_EXEC: Resource = Resource { group: "", plural: "pods/exec" };
+
+    fn of(kind: Kind) -> Resource {
+        match kind {
+            Kind::Sandbox => Resource { group: SANDBOX_GROUP, plural: "sandboxes" },
+            Kind::SandboxClaim => Resource { group: EXTENSIONS_GROUP, plural: "sandboxclaims" },
+            Kind::SandboxWarmPool => Resource { group: EXTENSIONS_GROUP, plural: "sandboxwarmpools" },
+            Kind::SandboxTemplate => Resource { group: EXTENSIONS_GROUP, plural: "sandboxtemplates" },
+        }
+    }
+
+    /// `plural.group` (`plural` for core), as errors name it.
+    fn name(self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// Verbs a step needs on a resource.
+pub type Need = (Resource, &'static [&'static str]);
+
+const WAIT: &[&str] = &["list", "watch"];
+
+/// What waiting for the objects of a sandbox to go away reads, besides the
+/// claim or Sandbox itself.
+fn gone_waits(warm: bool) -> Vec<Need> {
+    let mut needs = vec![(Resource::PODS, WAIT)];
+    if warm {
+        needs.push((Resource::of(Kind::Sandbox), WAIT));
+    }
+    needs
+}
+
+/// `create`: the create itself and everything `destroy` needs.
+pub fn create(kind: Kind) -> Vec<Need> {
+    let mut needs = vec![(Resource::of(kind), &["create", "get", "delete", "list", "watch"][..])];
+    needs.extend(gone_waits(kind == Kind::SandboxClaim));
+    needs
+}
+
+/// `destroy`, once it has read the object: the delete and the waits.
+pub fn destroy(kind: Kind) -> Vec<Need> {
+    let mut needs = vec![(Resource::of(kind), &["delete", "list", "watch"][..])];
+    needs.extend(gone_waits(kind == Kind::SandboxClaim));
+    needs
+}
+
+/// `connect` of a suspended sandbox: the resume, the readiness waits and
+/// the orphan sweep's exec.
+pub fn resume(warm: bool) -> Vec<Need> {
+    let mut needs = vec![
+        (Resource::of(Kind::Sandbox), &["patch", "list", "watch"][..]),
+        (Resource::PODS, WAIT),
+        (Resource::PODS_EXEC, &["get", "create"][..]),
+    ];
+    if warm {
+        needs.push((Resource::of(Kind::SandboxClaim), WAIT));
+    }
+    needs
+}
+
+/// `suspend`: the patch and the wait for the pod to go.
+pub fn suspend() -> Vec<Need> {
+    vec![(Resource::of(Kind::Sandbox), &["patch", "list", "watch"][..])]
+}
+
+/// Fails with `forbidden`, naming what is missing, when the credentials
+/// surely lack a verb of `needs` in `namespace`; `op` says what was refused.
+pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need]) -> Result<()> {
+    let Some(rules) = rules(client, namespace).await else { return Ok(()) };
+    let missing = missing(&rules, needs);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::Forbidden,
+        format!(
+            "{op}: forbidden: the credentials lack RBAC permission to {} in namespace {namespace:?}, \
+             which this call needs; nothing was changed",
+            missing.join("; ")
+        ),
+    ))
+}
+
+/// What the credentials may do in `namespace`; `None` when the server
+/// cannot say for sure.
+async fn rules(client: &Client, namespace: &str) -> Option<Vec<ResourceRule>> {
+    let review = SelfSubjectRulesReview {
+        spec: SelfSubjectRulesReviewSpec { namespace: Some(namespace.to_string()) },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectRulesReview> = Api::all(client.clone());
+    let status = api.create(&PostParams::default(), &review).await.ok()?.status?;
+    (!status.incomplete).then_some(status.resource_rules)
+}
+
+/// `verbs resource` for each need `rules` do not grant.
+fn missing(rules: &[ResourceRule], needs: &[Need]) -> Vec<String> {
+    needs
+        .iter()
+        .filter_map(|(resource, verbs)| {
+            let lacking: Vec<&str> = verbs.iter().copied().filter(|verb| !allows(rules, *resource, verb)).collect();
+            (!lacking.is_empty()).then(|| format!("{} {}", lacking.join(", "), resource.name()))
+        })
+        .collect()
+}
+
+/// RBAC's matching: `*` for any verb, group or resource, `*/sub` for a
+/// subresource of any resource. A rule limited to resource names counts as
+/// granting: which names it means cannot be judged here.
+fn allows(rules: &[ResourceRule], resource: Resource, verb: &str) -> bool {
+    let sub = resource.plural.split_once('/').map(|(_, sub)| format!("*/{sub}"));
+    rules.iter().any(|rule| {
+        let any_of = |values: &Option<Vec<String>>, want: &str| {
+            values.iter().flatten().any(|v| v == "*" || v == want || sub.as_deref() == Some(v.as_str()))
+        };
+        rule.verbs.iter().any(|v| v == "*" || v == verb)
+            && rule.api_groups.iter().flatten().any(|g| g == "*" || g == resource.group)
+            && any_of(&rule.resources, resource.plural)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> ResourceRule {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        ResourceRule {
+            api_groups: Some(strings(groups)),
+            resources: Some(strings(resources)),
+            verbs: strings(verbs),
+            resource_names: None,
+        }
+    }
+
+    #[test]
+    fn exact_rules_grant_only_their_verbs() {
+        let rules = [rule(&[""], &["pods"], &["get", "list"])];
+        assert!(allows(&rules, Resource::PODS, "list"));
+        assert!(!allows(&rules, Resource::PODS, "watch"));
+        assert!(!allows(&rules, Resource::PODS_EXEC, "get"), "a resource does not grant its subresources");
+        assert!(!allows(&rules, Resource::of(Kind::Sandbox), "get"), "other group");
+    }
+
+    #[test]
+    fn wildcards_match_as_rbac_does() {
+        assert!(allows(&[rule(&["*"], &["*"], &["*"])], Resource::PODS_EXEC, "create"));
+        assert!(allows(&[rule(&[""], &["*/exec"], &["create"])], Resource::PODS_EXEC, "create"));
+        assert!(!allows(&[rule(&[""], &["*/log"], &["create"])], Resource::PODS_EXEC, "create"));
+        assert!(allows(&[rule(&[SANDBOX_GROUP], &["*"], &["watch"])], Resource::of(Kind::Sandbox), "watch"));
+    }
+
+    #[test]
+    fn missing_names_each_lacking_verb_and_resource() {
+        let rules = [rule(&[SANDBOX_GROUP], &["sandboxes"], &["patch", "list"])];
+        assert_eq!(missing(&rules, &suspend()), ["watch sandboxes.agents.x-k8s.io"]);
+        let all = missing(&[], &resume(true));
+        assert_eq!(
+            all,
+            [
+                "patch, list, watch sandboxes.agents.x-k8s.io",
+                "list, watch pods",
+                "get, create pods/exec",
+                "list, watch sandboxclaims.extensions.agents.x-k8s.io"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_documented_role_grants_every_need() {
+        let role = [
+            rule(&[EXTENSIONS_GROUP], &["sandboxclaims"], &["create", "get", "list", "watch", "patch", "delete"]),
+            rule(&[SANDBOX_GROUP], &["sandboxes"], &["create", "get", "list", "watch", "patch", "delete"]),
+            rule(&[""], &["pods"], &["get", "list", "watch"]),
+            rule(&[""], &["pods/exec"], &["get", "create"]),
+        ];
+        for needs in [create(Kind::SandboxClaim), create(Kind::Sandbox), destroy(Kind::SandboxClaim), resume(false)] {
+            assert!(missing(&role, &needs).is_empty(), "{needs:?}");
+        }
+        assert!(missing(&role, &suspend()).is_empty());
+    }
+}
