@@ -6,7 +6,7 @@
 #
 #   cluster.sh up                 build what is missing, start, set up; idempotent
 #   cluster.sh down               stop what `up` started (by recorded PID), remove state
-#   cluster.sh status             one line per component
+#   cluster.sh status             one line per component (and its restarts)
 #   cluster.sh env                print the exports for tests (also in $STATE/env)
 #   cluster.sh build              only build the binaries (cached by version)
 #   cluster.sh apiserver stop|start   stop/start only kube-apiserver (outage tests)
@@ -95,7 +95,7 @@ alive() { local p; p=$(pid_of "$1") && [[ -n $p ]] && kill -0 "$p" 2>/dev/null; 
 start() {
 	local name=$1; shift
 	log "starting $name"
-	rm -f "$RUN/$name.stop" "$RUN/$name.pid"
+	rm -f "$RUN/$name.stop" "$RUN/$name.pid" "$RUN/$name.restarts"
 	: >"$RUN/$name.log"
 	nohup bash -c '
 		name=$1 run=$2; shift 2
@@ -105,6 +105,7 @@ start() {
 			wait $!; code=$?
 			[[ -e $run/$name.stop ]] && exit 0
 			echo "[cluster.sh] $name exited ($code); starting it again in 1 s" >>"$run/$name.log"
+			echo "$(($(cat "$run/$name.restarts" 2>/dev/null || echo 0) + 1)) $code $(date -u +%H:%M:%S)" >"$run/$name.restarts"
 			sleep 1
 		done' supervise "$name" "$RUN" "$@" >/dev/null 2>&1 </dev/null &
 	echo $! >"$RUN/$name.supervisor"
@@ -343,7 +344,12 @@ down() {
 status() {
 	local c
 	for c in "${COMPONENTS[@]}"; do
-		if alive "$c"; then echo "$c: running (pid $(pid_of "$c"))"; else echo "$c: stopped"; fi
+		local restarts="" n code at
+		# "N CODE TIME": restarted N times by its supervisor, the last after exit CODE at TIME.
+		if [[ -f $RUN/$c.restarts ]] && read -r n code at <"$RUN/$c.restarts"; then
+			restarts=", restarted $n time(s), last after exit $code at $at UTC"
+		fi
+		if alive "$c"; then echo "$c: running (pid $(pid_of "$c")$restarts)"; else echo "$c: stopped${restarts}"; fi
 	done
 }
 

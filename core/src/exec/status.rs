@@ -89,3 +89,40 @@ mod tests {
         assert!(matches!(decode(&s), Completion::Failed(_)));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn any_frame_payload_decodes_or_is_an_error_without_panicking(data in prop::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(status) = serde_json::from_slice::<Status>(&data) {
+                let _ = decode(&status);
+            }
+        }
+
+        #[test]
+        fn exit_codes_round_trip(code in 1..=255i32, pad in "[ ]{0,2}") {
+            let json = format!(
+                r#"{{"status":"Failure","reason":"NonZeroExitCode","details":{{"causes":[{{"reason":"ExitCode","message":"{pad}{code}{pad}"}}]}}}}"#
+            );
+            let status: Status = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(decode(&status), Completion::Exited(code));
+        }
+
+        #[test]
+        fn a_failure_without_an_exit_code_is_never_an_exit(message in ".{0,80}", reason in "[A-Za-z]{0,20}") {
+            prop_assume!(reason != "NonZeroExitCode");
+            let status = Status {
+                status: Some("Failure".into()),
+                reason: Some(reason),
+                message: Some(message),
+                ..Default::default()
+            };
+            prop_assert!(matches!(decode(&status), Completion::Failed(_)));
+        }
+    }
+}

@@ -205,3 +205,88 @@ mod tests {
         assert_eq!(pieces, 2);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ID: &str = "r1a2b3.4";
+
+    /// Output rich in what could confuse the scanner: `\x1e`, prefixes of the
+    /// needle, other ids' trailers, newlines.
+    fn tricky_output() -> impl Strategy<Value = Vec<u8>> {
+        let needle = needle(ID);
+        let pieces = prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..40),
+            (1..needle.len()).prop_map(move |n| needle[..n].to_vec()),
+            Just(b"\x1easb other 0\n".to_vec()),
+            Just(b"\x1easb r1a2b3.4 NOT-A-TOKEN\n".to_vec()),
+            Just(vec![MARK, MARK, b'\n']),
+        ];
+        prop::collection::vec(pieces, 0..20).prop_map(|p| p.concat())
+    }
+
+    /// `data` cut at the given points (each taken modulo the length).
+    fn chunks(data: &[u8], cuts: &[usize]) -> Vec<Bytes> {
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        points.extend([0, data.len()]);
+        points.sort_unstable();
+        points.windows(2).map(|w| Bytes::copy_from_slice(&data[w[0]..w[1]])).collect()
+    }
+
+    fn scan(chunks: Vec<Bytes>) -> (Vec<u8>, Option<String>) {
+        let mut scanner = TrailerScanner::new(ID);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            scanner.feed(chunk, |piece| out.extend_from_slice(&piece));
+        }
+        out.extend_from_slice(&scanner.finish().unwrap_or_default());
+        (out, scanner.status().map(str::to_owned))
+    }
+
+    proptest! {
+        #[test]
+        fn output_before_a_trailer_survives_any_chunking(
+            output in tricky_output(),
+            status in "[0-9a-z]{1,16}",
+            after in prop::collection::vec(any::<u8>(), 0..64),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            prop_assume!(memchr::memmem::find(&output, &needle(ID)).is_none());
+            let mut data = output.clone();
+            data.extend_from_slice(&needle(ID));
+            data.extend_from_slice(status.as_bytes());
+            data.push(b'\n');
+            data.extend_from_slice(&after);
+            let (out, seen) = scan(chunks(&data, &cuts));
+            prop_assert_eq!(out, output);
+            prop_assert_eq!(seen, Some(status));
+        }
+
+        #[test]
+        fn without_a_trailer_every_byte_is_output(
+            output in tricky_output(),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            prop_assume!(memchr::memmem::find(&output, &needle(ID)).is_none());
+            let (out, seen) = scan(chunks(&output, &cuts));
+            prop_assert_eq!(out, output);
+            prop_assert_eq!(seen, None);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_lose_nothing_before_a_status(
+            data in prop::collection::vec(any::<u8>(), 0..512),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let (out, seen) = scan(chunks(&data, &cuts));
+            if seen.is_none() {
+                prop_assert_eq!(out, data);
+            } else {
+                prop_assert!(data.starts_with(&out));
+            }
+        }
+    }
+}

@@ -258,3 +258,22 @@ mod tests {
         assert_eq!(WrapperEnd::parse("x"), None);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn status_tokens_round_trip(code in any::<i32>()) {
+            prop_assert_eq!(WrapperEnd::parse(&code.to_string()), Some(WrapperEnd::Exited(code)));
+        }
+
+        #[test]
+        fn any_token_parses_or_is_none(token in "\\PC{0,20}") {
+            let _ = WrapperEnd::parse(&token);
+        }
+    }
+}

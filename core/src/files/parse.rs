@@ -80,3 +80,40 @@ mod tests {
         assert!(split_names(b"").is_empty());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn any_stat_line_parses_or_is_an_error(line in ".{0,80}") {
+            let _ = parse_stat(&line);
+        }
+
+        #[test]
+        fn stat_fields_round_trip(
+            link in any::<bool>(),
+            mode in any::<u32>(),
+            size in any::<u64>(),
+            secs in 0u64..=4_102_444_800,
+            millis in 0u32..1000,
+        ) {
+            let line = format!("{} {mode:x} {size} {secs}.{millis:03}000000\n", u8::from(link));
+            let stat = parse_stat(&line).unwrap();
+            prop_assert_eq!(stat.is_symbolic_link, link);
+            prop_assert_eq!((stat.mode, stat.size), (mode, size));
+            prop_assert_eq!(stat.mtime_ms, (secs * 1000 + u64::from(millis)) as f64);
+            prop_assert_eq!(stat.is_file, mode & S_IFMT == S_IFREG);
+            prop_assert_eq!(stat.is_directory, mode & S_IFMT == S_IFDIR);
+        }
+
+        #[test]
+        fn listed_names_round_trip(names in prop::collection::vec(prop::collection::vec(1u8..=255, 1..40), 0..20)) {
+            let listing: Vec<u8> = names.iter().flat_map(|n| n.iter().copied().chain([0])).collect();
+            prop_assert_eq!(split_names(&listing), names);
+        }
+    }
+}

@@ -86,7 +86,10 @@ pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readines
     }
     let live_pod = pod.filter(|p| p.metadata.deletion_timestamp.is_none());
     match (ready, live_pod) {
-        (Some(c), Some(_)) if c.is_true() => Readiness::Ready,
+        // The pod itself must run too: the Sandbox's condition can still be
+        // the previous pod's for a moment after that pod was replaced (seen
+        // after a pod deleted by hand: Ready, with a pod not yet scheduled).
+        (Some(c), Some(p)) if c.is_true() && pod_running(p) => Readiness::Ready,
         (_, None) => Readiness::Waiting("waiting for the pod to be created".into()),
         (_, Some(p)) => Readiness::Waiting(pod_progress(p).unwrap_or_else(|| match ready {
             Some(c) => c.describe(),
@@ -133,6 +136,12 @@ fn pod_progress(pod: &Pod) -> Option<String> {
     }
     let waiting = status.container_statuses.iter().flatten().find_map(|cs| cs.state.as_ref()?.waiting.as_ref());
     waiting.and_then(|w| w.reason.clone()).map(|r| format!("container {r}"))
+}
+
+/// Scheduled to a node and in phase Running.
+fn pod_running(pod: &Pod) -> bool {
+    scheduled_node(pod).is_some_and(|n| !n.is_empty())
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
 /// The node the pod is scheduled to, once it is (for the `scheduled` event).

@@ -404,3 +404,53 @@ mod tests {
         assert!(parse_list(b"x\n").is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One entry of the list script's output: `id pid at x waiter len`.
+    fn entry() -> impl Strategy<Value = (String, u32, u64, String, bool, Vec<u8>)> {
+        (
+            "[0-9a-f]{20}",
+            any::<u32>(),
+            any::<u64>(),
+            prop_oneof![Just("-".to_string()), "[0-9]{1,3}", Just("timeout".to_string())],
+            any::<bool>(),
+            prop::collection::vec(any::<u8>(), 0..64),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn listings_round_trip(entries in prop::collection::vec(entry(), 0..8)) {
+            let mut out = Vec::new();
+            for (id, pid, at, x, waiter, text) in &entries {
+                out.extend_from_slice(format!("{id} {pid} {at} {x} {} {}\n", u8::from(*waiter), text.len()).as_bytes());
+            }
+            out.extend_from_slice(b".\n");
+            for (.., text) in &entries {
+                out.extend_from_slice(text);
+            }
+            let list = parse_list(&out).unwrap();
+            prop_assert_eq!(list.len(), entries.len());
+            for (info, (id, pid, at, x, waiter, text)) in list.iter().zip(&entries) {
+                prop_assert_eq!((&info.id, info.pid, info.started_at_ms), (id, *pid, *at));
+                prop_assert_eq!(&info.command, &String::from_utf8_lossy(text));
+                let exit = match (x.as_str(), waiter) {
+                    ("-", true) => None,
+                    ("-", false) => Some(ProcessExit::LOST),
+                    (token, _) => Some(ProcessExit::from_token(token)),
+                };
+                prop_assert_eq!(info.exit, exit);
+            }
+        }
+
+        #[test]
+        fn any_listing_parses_or_is_an_error(data in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse_list(&data);
+        }
+    }
+}

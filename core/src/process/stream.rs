@@ -222,3 +222,31 @@ mod tests {
         assert!(ProcessExit::from_token("timeout").timed_out);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn state_lines_round_trip(x in prop_oneof![Just(None), "[0-9a-z]{1,8}".prop_map(Some)], alive in any::<bool>(), cap in any::<u64>()) {
+            prop_assume!(x.as_deref() != Some("-"));
+            let line = format!("{} {} {cap}", x.as_deref().unwrap_or("-"), u8::from(alive));
+            prop_assert_eq!(State::parse(line.as_bytes()), Some(State::Known { exit: x, waiter_alive: alive, cap }));
+        }
+
+        #[test]
+        fn any_state_line_parses_or_is_none(line in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = State::parse(&line);
+        }
+
+        #[test]
+        fn cursors_round_trip_through_sequences(stdout in 0..=MAX_CAP, stderr in 0..=MAX_CAP) {
+            let cursor = Cursor { stdout, stderr };
+            prop_assert_eq!(Cursor::from_sequence(cursor.sequence()).unwrap(), cursor);
+            prop_assert!(cursor.sequence() < 1 << 53, "an exact JS number");
+        }
+    }
+}

@@ -14,8 +14,10 @@ fn ready(status: &str, reason: &str, generation: i64) -> Value {
     json!({ "type": "Ready", "status": status, "reason": reason, "message": "m", "observedGeneration": generation })
 }
 
+/// A pod scheduled to node `n`.
 fn pod(status: Value) -> Pod {
-    serde_json::from_value(json!({ "metadata": { "name": "s" }, "status": status })).unwrap()
+    serde_json::from_value(json!({ "metadata": { "name": "s" }, "spec": { "nodeName": "n" }, "status": status }))
+        .unwrap()
 }
 
 #[test]
@@ -32,6 +34,12 @@ fn ready_needs_current_generation_and_live_pod() {
     dying.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
     assert!(matches!(sandbox_readiness(&sb, Some(&dying)), Readiness::Waiting(_)));
+    // A Ready condition left from a replaced pod: the new one is not scheduled
+    // or not running yet.
+    let mut unscheduled = pod(json!({ "phase": "Pending" }));
+    unscheduled.spec = None;
+    assert!(matches!(sandbox_readiness(&sb, Some(&unscheduled)), Readiness::Waiting(_)));
+    assert!(matches!(sandbox_readiness(&sb, Some(&pod(json!({ "phase": "Pending" })))), Readiness::Waiting(_)));
 }
 
 #[test]
