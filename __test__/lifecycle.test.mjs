@@ -204,6 +204,15 @@ describe("lifecycle on the local cluster", { skip }, () => {
     });
   });
 
+  test("a direct-mode Sandbox without a volume runs execs in its cwd (the node creates a missing workingDir)", async () => {
+    const { p } = provider({ sandbox: { image: IMAGE }, suspend: "none" });
+    await withSandbox(p, "novolume", async (ctx, id) => {
+      const sandbox = await p.connect(ctx, id);
+      assert.equal(sandbox.cwd, "/workspace");
+      assert.equal((await sh(sandbox, "pwd")).trim(), "/workspace");
+    });
+  });
+
   test("a crash-looping container fails connect with sandbox_failed", async () => {
     const { p } = provider({ sandbox: { image: "local/crash-loop:1" }, suspend: "none" });
     await withSandbox(p, "crashloop", async (ctx, id) => {

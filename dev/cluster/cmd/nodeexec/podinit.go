@@ -17,6 +17,9 @@ type podSpec struct {
 	Root     string      `json:"root"`
 	Hostname string      `json:"hostname"`
 	Mounts   []mountSpec `json:"mounts"`
+	// WorkDir is the container's workingDir; created if missing, as container
+	// runtimes do (runc makes the process's cwd).
+	WorkDir string `json:"workDir"`
 }
 
 // mountSpec bind-mounts Source (a host path) at Target inside the pod.
@@ -111,6 +114,9 @@ func setupRoot(spec podSpec) error {
 		if err := bind(m.Source, dst, m.ReadOnly); err != nil {
 			return err
 		}
+	}
+	if err := os.MkdirAll(filepath.Join(r, spec.WorkDir), 0o755); err != nil {
+		return must(err, "create the working directory")
 	}
 	if err := syscall.Chroot(r); err != nil {
 		return must(err, "chroot")

@@ -135,11 +135,15 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []stri
 	if err != nil {
 		return nil, nil, "", err
 	}
-	workDir := c.WorkingDir
-	if workDir == "" {
-		workDir = "/"
+	return sb, containerEnv(pod, c), workDir(c), nil
+}
+
+// workDir is the container's working directory ("/" when unset).
+func workDir(c *corev1.Container) string {
+	if c.WorkingDir == "" {
+		return "/"
 	}
-	return sb, containerEnv(pod, c), workDir, nil
+	return c.WorkingDir
 }
 
 // containerEnv is the process environment of an exec: the image defaults a
@@ -178,7 +182,7 @@ func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, 
 	if err != nil {
 		return nil, err
 	}
-	spec, _ := json.Marshal(podSpec{Root: filepath.Join(dir, "root"), Hostname: pod.Name, Mounts: mounts})
+	spec, _ := json.Marshal(podSpec{Root: filepath.Join(dir, "root"), Hostname: pod.Name, Mounts: mounts, WorkDir: workDir(c)})
 	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
 		return nil, err
 	}
