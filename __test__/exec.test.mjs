@@ -95,6 +95,21 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     assert.deepEqual(await sandbox.readdir(base), [`a b 'c' "d" $(x)`]);
   });
 
+  test("a relative cwd resolves against the sandbox's cwd; -, --, -P are directory names, never cd's options", async () => {
+    const base = await scratchDir(sandbox, "dashes");
+    const relative = base.slice(`${sandbox.cwd}/`.length);
+    for (const name of ["-", "--", "-P", "-L", "sub"]) {
+      await sandbox.mkdir(`${base}/${name}`);
+      assert.equal(await sh(sandbox, "pwd", { cwd: `${relative}/${name}` }), `${base}/${name}\n`, name);
+      assert.equal(await sh(sandbox, "pwd", { cwd: `${base}/${name}` }), `${base}/${name}\n`, name);
+    }
+    // Missing: /tmp/- and friends do not exist; nothing runs.
+    for (const name of ["-", "--", "-P", `${relative}/none`]) {
+      await assert.rejects(sandbox.exec(`touch ${base}/ran`, { cwd: name }), { code: "not_found" }, name);
+    }
+    assert.equal(await sandbox.exists(`${base}/ran`), false, "a rejected exec ran nothing");
+  });
+
   test("commands too long for the exec URL run as they would locally, with their stdin", async () => {
     // 40 KB of CJK text is 120 KB in UTF-8 and 360 KB URL-encoded.
     const text = "日本語のテキスト".repeat(5000);
