@@ -7,6 +7,7 @@ use kube::config::{
 use kube::{Client, Config};
 use secrecy::{ExposeSecret, SecretString};
 
+use super::proxy;
 use crate::config::{KubeConfigSource, ServerConfig, TokenSource};
 use crate::error::{Error, Result};
 
@@ -27,11 +28,13 @@ pub struct Connection {
 /// `~/.kube/config`. Exec auth plugins work; they are run non-interactively
 /// unless the kubeconfig asks otherwise, so they never read Node's stdin.
 pub async fn connect(source: &KubeConfigSource) -> Result<Connection> {
-    let config = match source {
-        KubeConfigSource::Default if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => Config::incluster()
-            .map_err(|e| {
+    let (config, explicit_proxy) = match source {
+        KubeConfigSource::Default if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+            let config = Config::incluster().map_err(|e| {
                 Error::config(format!("in-cluster configuration failed (KUBERNETES_SERVICE_HOST is set): {e}"))
-            })?,
+            })?;
+            (config, None)
+        }
         KubeConfigSource::Default => {
             let kc = Kubeconfig::read().map_err(|e| {
                 Error::config(format!(
@@ -47,13 +50,17 @@ pub async fn connect(source: &KubeConfigSource) -> Result<Connection> {
         KubeConfigSource::Inline(kc) => from_kubeconfig((**kc).clone(), "the `kubeConfig` string").await?,
         KubeConfigSource::Server(s) => from_kubeconfig(server_kubeconfig(s), "the `kubeConfig` object").await?,
     };
+    let proxy = proxy::choose(explicit_proxy.as_deref(), &config.cluster_url, |name| std::env::var(name).ok())?;
     let default_namespace = config.default_namespace.clone();
-    let client = super::http::client(config)
+    let client = super::http::client(config, proxy.as_ref())
         .map_err(|e| Error::config(format!("cannot build the Kubernetes client: {}", super::redact(&e.to_string()))))?;
     Ok(Connection { client, default_namespace })
 }
 
-async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<Config> {
+/// The config, and the proxy-url of the kubeconfig's current cluster (kube
+/// mixes `HTTPS_PROXY` into `Config::proxy_url`; see [`proxy`] for the rules).
+async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<(Config, Option<String>)> {
+    let explicit_proxy = current_cluster(&kc).and_then(|c| c.proxy_url.clone());
     for user in kc.auth_infos.iter_mut().filter_map(|u| u.auth_info.as_mut()) {
         if let Some(exec) = user.exec.as_mut() {
             exec.interactive_mode.get_or_insert(ExecInteractiveMode::Never);
@@ -79,9 +86,16 @@ async fn from_kubeconfig(mut kc: Kubeconfig, origin: &str) -> Result<Config> {
             }
         }
     }
-    Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| {
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| {
         Error::config(format!("cannot use the kubeconfig from {origin}: {}", super::redact(&e.to_string())))
-    })
+    })?;
+    Ok((config, explicit_proxy))
+}
+
+/// The cluster of the current context, as kube's loader picks it.
+fn current_cluster(kc: &Kubeconfig) -> Option<&Cluster> {
+    let context = kc.contexts.iter().find(|c| Some(&c.name) == kc.current_context.as_ref())?.context.as_ref()?;
+    kc.clusters.iter().find(|c| c.name == context.cluster)?.cluster.as_ref()
 }
 
 /// An in-memory kubeconfig for `{ server, token | tokenFile, caData | caFile }`,

@@ -60,20 +60,55 @@ pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
         kube::Error::BuildRequest(e) => Error::invalid_request(format!("{what}: {e}")),
         other => Error::new(
             ErrorCode::Unavailable,
-            format!("{what}: the API server could not be reached: {}", redact(&other.to_string())),
+            format!("{what}: the API server could not be reached: {}", redact(&with_causes(&other))),
         ),
     }
 }
 
-/// Removes secrets from an error text: bearer tokens, and what an exec
+/// The error and its sources, `a: b: c` (kube's transport errors say only
+/// "client error (Connect)" themselves; the reason is in the chain).
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Removes secrets from an error text: user info in URLs, bearer tokens, and what an exec
 /// credential plugin printed. kube quotes a failed plugin's whole stdout,
 /// which may hold a credential, and a credential's `"token"` field could
 /// reach a parse error; kube's transport errors carry no tokens today, so the
 /// bearer case is defence in depth.
 pub fn redact(message: &str) -> String {
-    let text = redact_after(message, "Bearer ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
+    let text = redact_userinfo(message);
+    let text = redact_after(&text, "Bearer ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
     let text = redact_after(&text, "stdout: \"", quoted_len);
     redact_after(&text, "\"token\":\"", quoted_len)
+}
+
+/// `scheme://user:pass@host` → `scheme://<redacted>@host` (proxy URLs).
+fn redact_userinfo(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("://") {
+        let start = i + 3;
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let authority = rest.find(|c: char| c == '/' || c.is_whitespace() || c == '"').unwrap_or(rest.len());
+        if let Some(at) = rest[..authority].rfind('@') {
+            out.push_str("<redacted>");
+            rest = &rest[at..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Replaces the `len(rest)` bytes after each `marker` with `<redacted>`.
@@ -113,6 +148,35 @@ mod tests {
     fn redacts_bearer_tokens() {
         assert_eq!(redact("header Bearer abc.def end"), "header Bearer <redacted> end");
         assert_eq!(redact("no token"), "no token");
+    }
+
+    #[test]
+    fn redacts_credentials_in_urls() {
+        assert_eq!(redact("proxy http://u:p%40ss@proxy:3128 failed"), "proxy http://<redacted>@proxy:3128 failed");
+        assert_eq!(redact("https://host:1/x@y and socks5h://a:b@s:1"), "https://host:1/x@y and socks5h://<redacted>@s:1");
+    }
+
+    #[test]
+    fn transport_errors_carry_their_causes() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error (Connect)")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect error: Connection refused");
+        let e = api_error(
+            kube::Error::Service(Box::new(Outer(io))),
+            Action { verb: "get", resource: "pods", name: None, namespace: "ns" },
+        );
+        assert_eq!(e.code, ErrorCode::Unavailable);
+        assert!(e.message.ends_with("client error (Connect): tcp connect error: Connection refused"), "{}", e.message);
     }
 
     #[test]

@@ -19,13 +19,17 @@
 
 use std::time::Duration;
 
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
+use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
 use kube::client::ConfigExt;
 use kube::{Client, Config};
 use tower::retry::RetryLayer;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Service, ServiceBuilder};
+
+use super::proxy::Proxy;
 
 /// Idle time before the first TCP keepalive probe.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -38,8 +42,8 @@ const KEEPALIVE_PROBES: u32 = 3;
 pub(super) const RETRIES: u32 = 8;
 
 /// A client equivalent to `Client::try_from(config)` with TCP_NODELAY and
-/// keepalive.
-pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
+/// keepalive, through `proxy` when there is one.
+pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -49,14 +53,52 @@ pub(super) fn client(config: Config) -> Result<Client, kube::Error> {
     http.set_keepalive(Some(KEEPALIVE_IDLE));
     http.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(KEEPALIVE_PROBES));
-    let https = config.rustls_https_connector_with_connector(http)?;
+    let Some(proxy) = proxy else { return finish(config, http) };
+    match proxy.uri().scheme_str() {
+        Some(scheme @ ("socks5" | "socks5h")) => {
+            let mut socks = SocksV5::new(proxy.uri().clone(), http).local_dns(scheme == "socks5");
+            if let Some((user, pass)) = proxy.raw_auth() {
+                socks = socks.with_auth(user.to_owned(), pass.to_owned());
+            }
+            finish(config, socks)
+        }
+        Some("https") => {
+            let tunnel = Tunnel::new(proxy.uri().clone(), config.rustls_https_connector_with_connector(http)?);
+            finish(config, with_auth(tunnel, proxy))
+        }
+        _ => finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy)),
+    }
+}
+
+fn with_auth<C>(tunnel: Tunnel<C>, proxy: &Proxy) -> Tunnel<C> {
+    match proxy.basic_auth() {
+        Some(auth) => tunnel.with_auth(auth.clone()),
+        None => tunnel,
+    }
+}
+
+/// TLS, kube's timeouts and kube's layers over `connector`.
+fn finish<C>(config: Config, connector: C) -> Result<Client, kube::Error>
+where
+    C: Service<http::Uri> + Clone + Send + Sync + 'static,
+    C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    let https = config.rustls_https_connector_with_connector(connector)?;
+    // As kube's builder: the connect timeout covers proxy and TLS too; reads
+    // are unbounded by default (watches are quiet), writes bounded.
+    let mut timeouts = TimeoutConnector::new(https);
+    timeouts.set_connect_timeout(config.connect_timeout);
+    timeouts.set_read_timeout(config.read_timeout);
+    timeouts.set_write_timeout(config.write_timeout);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.default_retry.then(|| RetryLayer::new(retry_policy())))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
-        .service(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https));
+        .service(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(timeouts));
     Ok(Client::new(service, config.default_namespace))
 }
 
@@ -112,7 +154,7 @@ mod tests {
                 });
             }
         });
-        (client(Config::new(url.parse().unwrap())).unwrap(), count)
+        (client(Config::new(url.parse().unwrap()), None).unwrap(), count)
     }
 
     async fn get(client: &Client) -> Result<serde_json::Value, kube::Error> {

@@ -4,6 +4,7 @@
 pub mod connect;
 pub mod errors;
 mod http;
+mod proxy;
 
 pub use connect::{connect, Connection};
 pub use errors::{api_error, redact, Action};

@@ -1,0 +1,86 @@
+// Through an HTTP CONNECT proxy (connect-proxy.mjs) named by the kubeconfig's
+// `proxy-url`, as teams behind corporate proxies configure it: every request
+// and every exec goes through the tunnel, credentials in the URL reach the
+// proxy, and a loopback cluster is never sent to an HTTPS_PROXY from the
+// environment (as kubectl).
+
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { after, describe, test } from "node:test";
+import { agentSandboxProvider } from "agent-sandbox-provider";
+import { actorId, namespace, skip } from "./cluster.mjs";
+import { connectProxy } from "./connect-proxy.mjs";
+
+const kubeconfig = () => readFileSync(process.env.KUBECONFIG, "utf8");
+/** The API server's `host:port`. */
+const apiServer = () => /server: https:\/\/(\S+)/.exec(kubeconfig())[1];
+/** Where the test kubeconfig points instead: a closed port only the proxy routes to the API server. */
+const ONLY_VIA_PROXY = "127.0.0.1:9";
+
+/** The test kubeconfig with `proxy-url` set on its cluster, and its server reachable only through it. */
+function withProxyUrl(url) {
+  return kubeconfig()
+    .replace(/server: https:\/\/\S+/, `server: https://${ONLY_VIA_PROXY}`)
+    .replace(/(\n(\s*)server: .*)/, `$1\n$2proxy-url: ${url}`);
+}
+
+describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
+  const proxies = [];
+  after(() => proxies.forEach((p) => p.close()));
+
+  test("create, connect, exec, files and destroy all go through the proxy's tunnels", async () => {
+    const proxy = await connectProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } });
+    proxies.push(proxy);
+    const url = proxy.url.replace("//", "//agent:s3cr%25t@");
+    const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", kubeConfig: withProxyUrl(url) });
+    const ctx = { actorId: actorId("proxied") };
+    const id = await p.create(ctx);
+    try {
+      const sandbox = await p.connect(ctx, id);
+      assert.equal((await sandbox.exec("echo through")).stdout, "through\n");
+      await sandbox.writeFile("/tmp/proxied.txt", "via proxy");
+      assert.equal(Buffer.from(await sandbox.readFile("/tmp/proxied.txt")).toString(), "via proxy");
+    } finally {
+      await p.destroy(ctx, id);
+    }
+    // The server named in the kubeconfig is a closed port: all of that
+    // worked only through the tunnels.
+    assert.ok(proxy.seen.tunnels > 0);
+    assert.deepEqual([...proxy.seen.targets], [ONLY_VIA_PROXY], "every tunnel asked for the configured server");
+    assert.equal(proxy.seen.refused, 0, "the URL's credentials were sent (percent-decoded)");
+  });
+
+  test("a proxy that refuses the credentials is an error naming the failure, without the password", async () => {
+    const proxy = await connectProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } });
+    proxies.push(proxy);
+    const p = agentSandboxProvider({
+      namespace,
+      warmPool: "pool-ephemeral",
+      suspend: "none",
+      kubeConfig: withProxyUrl(proxy.url.replace("//", "//agent:wrong-password@")),
+    });
+    await assert.rejects(p.create({ actorId: actorId("refused") }), (e) => {
+      assert.equal(e.code, "unavailable", e.message);
+      assert.doesNotMatch(e.message, /wrong-password/);
+      return true;
+    });
+    assert.ok(proxy.seen.refused > 0);
+  });
+
+  test("HTTPS_PROXY in the environment is not used for a loopback API server (as kubectl)", () => {
+    // A child with a proxy that does not exist: it still reaches the cluster.
+    const script = `
+      import { agentSandboxProvider } from "agent-sandbox-provider";
+      const p = agentSandboxProvider({ namespace: ${JSON.stringify(namespace)}, warmPool: "pool-ephemeral", suspend: "none" });
+      console.log(String(await p.connect({ actorId: "x" }, ${JSON.stringify(`${namespace}/sbx-00000000000000000000`)})));
+    `;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+      env: { ...process.env, HTTPS_PROXY: "http://127.0.0.1:9", https_proxy: "http://127.0.0.1:9" },
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+      encoding: "utf8",
+    });
+    assert.equal(out.trim(), "undefined", "a missing sandbox, found without the proxy");
+  });
+});
