@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn redacts_credentials_in_urls() {
         assert_eq!(redact("proxy http://u:p%40ss@proxy:3128 failed"), "proxy http://<redacted>@proxy:3128 failed");
-        assert_eq!(redact("https://host:1/x@y and socks5h://a:b@s:1"), "https://host:1/x@y and socks5h://<redacted>@s:1");
+        assert_eq!(
+            redact("https://host:1/x@y and socks5h://a:b@s:1"),
+            "https://host:1/x@y and socks5h://<redacted>@s:1"
+        );
     }
 
     #[test]

@@ -114,13 +114,17 @@ mod tests {
     #[test]
     fn the_kubeconfig_proxy_url_wins_and_applies_even_to_loopback() {
         let vars = [("HTTPS_PROXY", "http://env:3128")];
-        assert_eq!(chosen(Some("http://cfg:8080"), "https://127.0.0.1:6443", &vars).as_deref(), Some("http://cfg:8080"));
+        assert_eq!(
+            chosen(Some("http://cfg:8080"), "https://127.0.0.1:6443", &vars).as_deref(),
+            Some("http://cfg:8080")
+        );
         assert_eq!(chosen(Some("socks5h://s:1080"), "https://k8s:6443", &[]).as_deref(), Some("socks5h://s:1080"));
     }
 
     #[test]
     fn environment_proxies_by_scheme_with_no_proxy() {
-        let vars = [("HTTPS_PROXY", "http://secure:3128"), ("http_proxy", "plain:3128"), ("NO_PROXY", ".internal,10.0.0.0/8")];
+        let vars =
+            [("HTTPS_PROXY", "http://secure:3128"), ("http_proxy", "plain:3128"), ("NO_PROXY", ".internal,10.0.0.0/8")];
         assert_eq!(chosen(None, "https://api.example.com", &vars).as_deref(), Some("http://secure:3128"));
         assert_eq!(chosen(None, "http://api.example.com", &vars).as_deref(), Some("http://plain:3128"));
         assert_eq!(chosen(None, "https://k8s.internal:6443", &vars), None, "NO_PROXY domain");
