@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";
@@ -406,7 +406,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
 
   test("Node exits on its own after a full cycle (no handles kept alive)", () => {
     const script = `
-      import { agentSandboxProvider } from "agent-sandbox-provider";
+      import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
       const p = agentSandboxProvider({ warmPool: ${JSON.stringify(POOL)}, namespace: ${JSON.stringify(namespace)},
         ttlSeconds: 600, onEvent() {} });
       const ctx = { actorId: ${JSON.stringify(actorId("exit"))} };

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
-import * as pkg from "agent-sandbox-provider";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import * as pkg from "@rivet-dev/sandbox-adapter-kubernetes";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 const pool = { warmPool: "pool-workspace" };
 
@@ -138,8 +138,8 @@ test("the addon does not keep Node alive", () => {
   // A provider with an event callback that made a failed call: the process
   // must exit on its own once the script is done.
   const script = `
-    import * as pkg from "agent-sandbox-provider";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+    import * as pkg from "@rivet-dev/sandbox-adapter-kubernetes";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
     const p = agentSandboxProvider({ warmPool: "p", namespace: "ns", onEvent() {},
       kubeConfig: { server: "https://127.0.0.1:1", token: "t" } });
     await p.create({ actorId: "a" }).catch(() => {});

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { describe, test } from "node:test";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, apiserver, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
 
 const C = "sandboxclaims.extensions.agents.x-k8s.io";

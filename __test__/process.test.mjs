@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, apiserver, getObject, namespace, objectName, skip } from "./cluster.mjs";
 import { openSandbox, sandboxChild, scratchDir, sh } from "./sandbox-fixture.mjs";
 

@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, namespace, skip } from "./cluster.mjs";
 import { connectProxy } from "./connect-proxy.mjs";
 
@@ -72,7 +72,7 @@ describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
   test("HTTPS_PROXY in the environment is not used for a loopback API server (as kubectl)", () => {
     // A child with a proxy that does not exist: it still reaches the cluster.
     const script = `
-      import { agentSandboxProvider } from "agent-sandbox-provider";
+      import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
       const p = agentSandboxProvider({ namespace: ${JSON.stringify(namespace)}, warmPool: "pool-ephemeral", suspend: "none" });
       console.log(String(await p.connect({ actorId: "x" }, ${JSON.stringify(`${namespace}/sbx-00000000000000000000`)})));
     `;

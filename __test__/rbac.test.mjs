@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, getObject, kubectl, namespace, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";

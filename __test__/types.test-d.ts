@@ -3,7 +3,7 @@
 // registry here, so its interfaces are declared below exactly as in
 // sandbox-adapter-interface.md §2 (lineage A, rivet-dev/agents).
 
-import { agentSandboxProvider, type AgentSandboxProvider, type SandboxEvent } from "agent-sandbox-provider";
+import { agentSandboxProvider, type AgentSandboxProvider, type SandboxEvent } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 interface SandboxActorContext {
   readonly actorId: string;

@@ -9,7 +9,7 @@
 // least-privilege ServiceAccount.
 
 import { existsSync, readFileSync } from "node:fs";
-import { agentSandboxProvider } from "agent-sandbox-provider";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 const envFile = new URL("../.cluster/env", import.meta.url);
 if (!process.env.KUBECONFIG && existsSync(envFile)) {

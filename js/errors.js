@@ -64,7 +64,8 @@ export async function callNative(call) {
   }
 }
 
-function withCode(err, code) {
+/** Sets `err.code` (enumerable, as Node's own errors have it); returns `err`. */
+export function withCode(err, code) {
   Object.defineProperty(err, "code", { value: code, enumerable: true, writable: true, configurable: true });
   return err;
 }

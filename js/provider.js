@@ -4,11 +4,9 @@
 // built lazily on the first call, so constructing a provider never touches the
 // network.
 
-import { createRequire } from "node:module";
 import { callNative, fromNative } from "./errors.js";
+import { native } from "./native.js";
 import { wrapSandbox } from "./sandbox.js";
-
-const native = createRequire(import.meta.url)("../native.cjs");
 
 /**
  * @param {import("../index.js").AgentSandboxProviderOptions} options

@@ -1,0 +1,89 @@
+// Installed as a user would: `npm pack` of the root package and the
+// linux-x64-gnu platform package (with the addon this checkout built), and
+// of a stand-in @rivet-dev/sandbox-adapter that exposes `./kubernetes`;
+// `npm install <tarballs>` into an empty folder (no Rust, no repo); then
+// `import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter/kubernetes"`
+// type-checks against the adapter's SandboxProvider and runs connect + exec
+// against the local cluster.
+
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { namespace, skip } from "./cluster.mjs";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
+const addon = `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
+const run = (cmd, args, cwd, env = process.env) => execFileSync(cmd, args, { cwd, env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+
+describe("installed from tarballs into an empty project", { skip: skip ?? (existsSync(addon) ? undefined : "no addon built"), timeout: 300_000 }, () => {
+  let dir;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "install-test-"));
+    const packs = join(dir, "packs");
+    // The platform package as the release would publish it: its folder plus the addon.
+    const platform = join(dir, "linux-x64-gnu");
+    cpSync(`${root}npm/linux-x64-gnu`, platform, { recursive: true });
+    cpSync(addon, join(platform, `${pkg.napi.binaryName}.linux-x64-gnu.node`));
+    const tarballs = [root, platform, `${root}__test__/stand-in-sandbox-adapter`].map((folder) =>
+      join(packs, run("npm", ["pack", "--silent", "--pack-destination", packs], folder).trim().split("\n").pop()),
+    );
+    const app = join(dir, "app");
+    cpSync(`${root}__test__/stand-in-sandbox-adapter`, join(dir, "unused"), { recursive: true }); // keeps the stand-in's files untouched
+    writeFileSync(join(dir, "package.json"), "{}");
+    run("mkdir", ["-p", app], dir);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+    run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...tarballs], app);
+    dir = app;
+  });
+  after(() => dir && rmSync(join(dir, ".."), { recursive: true, force: true }));
+
+  test("only the packages it needs are installed, the addon from the platform package", () => {
+    const lock = JSON.parse(readFileSync(join(dir, "package-lock.json"), "utf8"));
+    const installed = Object.keys(lock.packages).filter((p) => p).sort();
+    assert.deepEqual(installed, [
+      "node_modules/@rivet-dev/sandbox-adapter",
+      `node_modules/${pkg.name}`,
+      `node_modules/${pkg.name}-linux-x64-gnu`,
+    ]);
+    assert.ok(!existsSync(join(dir, "node_modules", pkg.name, `${pkg.napi.binaryName}.linux-x64-gnu.node`)));
+  });
+
+  test("the adapter's ./kubernetes entry type-checks against its SandboxProvider", () => {
+    writeFileSync(
+      join(dir, "check.ts"),
+      `import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter/kubernetes";
+       import type { SandboxProvider } from "@rivet-dev/sandbox-adapter";
+       const p: SandboxProvider = agentSandboxProvider({ warmPool: "p" });
+       void p;\n`,
+    );
+    writeFileSync(
+      join(dir, "tsconfig.json"),
+      JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, types: [] }, files: ["check.ts"] }),
+    );
+    run(process.execPath, [`${root}node_modules/typescript/bin/tsc`, "-p", "tsconfig.json"], dir);
+  });
+
+  test("connect and exec through the adapter's entry point against the local cluster", () => {
+    writeFileSync(
+      join(dir, "main.mjs"),
+      `import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter/kubernetes";
+       const p = agentSandboxProvider({ namespace: ${JSON.stringify(namespace)}, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
+       const ctx = { actorId: "install-test-" + process.pid };
+       const id = await p.create(ctx);
+       try {
+         const s = await p.connect(ctx, id);
+         const r = await s.exec("echo installed; uname -s", { cwd: "/tmp" });
+         console.log(JSON.stringify(r));
+       } finally {
+         await p.destroy(ctx, id);
+       }\n`,
+    );
+    const r = JSON.parse(run(process.execPath, ["main.mjs"], dir));
+    assert.deepEqual([r.exitCode, r.stdout], [0, "installed\nLinux\n"]);
+  });
+});

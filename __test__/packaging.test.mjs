@@ -1,0 +1,86 @@
+// The package as npm will publish it: napi's targets, the npm/<platform>
+// packages, the root's optional dependencies and the generated loader agree;
+// `npm pack` contains exactly the files it should; a platform without an
+// addon gets a `config` error naming what to install. No cluster needed.
+
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, test } from "node:test";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
+/** napi's triple → npm's platform key, for the targets we ship. */
+const KEY = {
+  "x86_64-unknown-linux-gnu": ["linux-x64-gnu", "linux", "x64", "glibc"],
+  "aarch64-unknown-linux-gnu": ["linux-arm64-gnu", "linux", "arm64", "glibc"],
+  "x86_64-unknown-linux-musl": ["linux-x64-musl", "linux", "x64", "musl"],
+  "aarch64-unknown-linux-musl": ["linux-arm64-musl", "linux", "arm64", "musl"],
+  "x86_64-apple-darwin": ["darwin-x64", "darwin", "x64"],
+  "aarch64-apple-darwin": ["darwin-arm64", "darwin", "arm64"],
+  "x86_64-pc-windows-msvc": ["win32-x64-msvc", "win32", "x64"],
+};
+
+describe("packaging", () => {
+  const keys = pkg.napi.targets.map((t) => {
+    assert.ok(KEY[t], `unknown target ${t}`);
+    return KEY[t][0];
+  });
+
+  test("targets, npm/ packages, optional dependencies and the loader agree", () => {
+    assert.deepEqual(readdirSync(`${root}npm`).sort(), [...keys].sort(), "one npm/ folder per target");
+    const loader = readFileSync(`${root}native.cjs`, "utf8");
+    const expectedDeps = {};
+    for (const target of pkg.napi.targets) {
+      const [key, os, cpu, libc] = KEY[target];
+      const name = `${pkg.napi.packageName}-${key}`;
+      expectedDeps[name] = pkg.version;
+      const sub = JSON.parse(readFileSync(`${root}npm/${key}/package.json`, "utf8"));
+      assert.equal(sub.name, name);
+      assert.equal(sub.version, pkg.version, `${name}: same version as the root`);
+      assert.deepEqual([sub.os, sub.cpu], [[os], [cpu]], name);
+      if (libc) assert.deepEqual(sub.libc, [libc], name);
+      const file = `${pkg.napi.binaryName}.${key}.node`;
+      assert.equal(sub.main, file);
+      assert.deepEqual(sub.files, [file]);
+      assert.match(loader, new RegExp(`require\\('${name.replace("/", "\\/")}'\\)`), `the loader loads ${name}`);
+    }
+    assert.deepEqual(pkg.optionalDependencies, expectedDeps, "each platform package, at exactly the root's version");
+    assert.equal(pkg.name, pkg.napi.packageName);
+  });
+
+  test("npm pack contains exactly the package's files", () => {
+    const [packed] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json"], { cwd: root, encoding: "utf8" }));
+    const files = packed.files.map((f) => f.path).sort();
+    const js = readdirSync(`${root}js`).map((f) => `js/${f}`);
+    assert.deepEqual(files, ["README.md", "index.d.ts", "index.js", ...js, "native.cjs", "native.d.ts", "package.json"].sort());
+    assert.ok(!files.some((f) => f.endsWith(".node")), "no binary in the root package");
+  });
+
+  test("the ./kubernetes subpath exports the provider, with the same types", async () => {
+    const main = await import(pkg.name);
+    const sub = await import(`${pkg.name}/kubernetes`);
+    assert.equal(sub.agentSandboxProvider, main.agentSandboxProvider);
+    assert.deepEqual(pkg.exports["./kubernetes"], pkg.exports["."]);
+  });
+
+  for (const [label, platform, arch, wanted] of [
+    ["an unsupported platform", "freebsd", "x64", /no prebuilt native addon for freebsd-x64.*prebuilt: linux-x64-gnu/],
+    ["a supported platform whose package is missing", "linux", "riscv64", /no prebuilt native addon for linux-riscv64-gnu/],
+    ["arm64 Linux without its package", "linux", "arm64", /sandbox-adapter-kubernetes-linux-arm64-gnu is missing.*npm install/],
+  ]) {
+    test(`${label} gets a config error naming what it looked for`, () => {
+      const script = `
+        Object.defineProperty(process, "platform", { value: ${JSON.stringify(platform)} });
+        Object.defineProperty(process, "arch", { value: ${JSON.stringify(arch)} });
+        try { await import(${JSON.stringify(pkg.name)}); console.log("loaded"); }
+        catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`;
+      const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: root, encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+      const err = JSON.parse(r.stdout);
+      assert.equal(err.code, "config");
+      assert.match(err.message, wanted);
+    });
+  }
+});

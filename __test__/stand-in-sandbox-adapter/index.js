@@ -1,0 +1,2 @@
+// Types only in this stand-in.
+export {};

@@ -1,0 +1,2 @@
+export { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
+export type * from "@rivet-dev/sandbox-adapter-kubernetes";

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Release builds of the addon for the four Linux targets, on one x86_64 Linux
+# machine that reaches only the package registries (no rustup targets):
+# zig + cargo-zigbuild from PyPI link for each target with glibc 2.17 as the
+# floor, and std is built from Debian's rust-src for the exact rustc version
+# (cargo -Z build-std). Tools are cached by version under
+# ~/.cache/agent-sandbox-provider; artifacts land in npm/<platform>/.
+#
+#   bash scripts/release-build.sh                 all four targets
+#   bash scripts/release-build.sh linux-arm64-gnu one of them
+#
+# Then `bash scripts/release-build.sh check` verifies each artifact: its ELF
+# machine, and for gnu targets that no symbol needs a glibc newer than 2.17.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
+ZIG_VERSION=0.17.1
+ZIGBUILD_VERSION=0.24.1
+GLIBC_FLOOR=2.17
+RUSTC_VERSION=$(rustc --version | awk '{print $2}')
+TOOLS=$CACHE/xtools-zig$ZIG_VERSION-zigbuild$ZIGBUILD_VERSION
+RUST_SRC=$CACHE/rust-src-$RUSTC_VERSION
+# Its own target dir: RUSTC_BOOTSTRAP changes every crate's fingerprint, so
+# sharing the dev target dir would rebuild both each time.
+export CARGO_TARGET_DIR=$CACHE/cargo-target-release
+
+declare -A TRIPLE=(
+	[linux-x64-gnu]=x86_64-unknown-linux-gnu
+	[linux-arm64-gnu]=aarch64-unknown-linux-gnu
+	[linux-x64-musl]=x86_64-unknown-linux-musl
+	[linux-arm64-musl]=aarch64-unknown-linux-musl
+)
+declare -A MACHINE=([x64]="X86-64" [arm64]="AArch64")
+ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl)
+
+log() { printf '[release] %s\n' "$*" >&2; }
+
+tools() {
+	if [[ ! -x $TOOLS/venv/bin/cargo-zigbuild ]]; then
+		log "installing zig $ZIG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION from PyPI"
+		rm -rf "$TOOLS.tmp" && python3 -m venv "$TOOLS.tmp/venv"
+		"$TOOLS.tmp/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+		# The venv's scripts name their interpreter by path: move by re-creating.
+		rm -rf "$TOOLS.tmp" && python3 -m venv "$TOOLS/venv"
+		"$TOOLS/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+	fi
+	if [[ ! -d $RUST_SRC/library ]]; then
+		log "fetching Debian's rust-src for rustc $RUSTC_VERSION"
+		local apt=$CACHE/apt-rust-src
+		mkdir -p "$apt"/{lists/partial,cache/archives/partial,etc}
+		local uri
+		uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)
+		cat >"$apt/etc/sources.list" <<-EOF
+			deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie-backports main
+			deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main
+		EOF
+		cat >"$apt/etc/apt.conf" <<-EOF
+			Dir::State::Lists "$apt/lists";
+			Dir::Cache "$apt/cache";
+			Dir::Etc::SourceList "$apt/etc/sources.list";
+			Dir::Etc::SourceParts "/nonexistent";
+			APT::Architecture "amd64";
+		EOF
+		export APT_CONFIG=$apt/etc/apt.conf
+		apt-get update -qq
+		local version
+		version=$(apt-cache madison rust-src | awk -v v="$RUSTC_VERSION+" 'index($3, v) == 1 {print $3; exit}')
+		[[ -n $version ]] || { log "no rust-src $RUSTC_VERSION in trixie(-backports)"; exit 1; }
+		(cd "$apt" && rm -f rust-src_*.deb && apt-get download -qq "rust-src=$version")
+		rm -rf "$RUST_SRC.tmp" && mkdir -p "$RUST_SRC.tmp"
+		dpkg -x "$apt"/rust-src_*.deb "$RUST_SRC.tmp"
+		mv "$RUST_SRC.tmp/usr/src/rustc-$RUSTC_VERSION" "$RUST_SRC" && rm -rf "$RUST_SRC.tmp"
+	fi
+}
+
+build() {
+	local platform=$1 triple=${TRIPLE[$1]} zig_target=${TRIPLE[$1]}
+	# zig links gnu targets against the glibc version named in the suffix.
+	[[ $platform == *-gnu ]] && zig_target=$triple.$GLIBC_FLOOR
+	log "building $platform ($zig_target)"
+	local t0=$SECONDS rustflags=""
+	# A Node addon is loaded into a dynamically linked process: no static CRT on musl.
+	[[ $platform == *-musl ]] && rustflags="-C target-feature=-crt-static"
+	(
+		cd "$ROOT"
+		export PATH=$TOOLS/venv/bin:$PATH RUSTC_BOOTSTRAP=1 RUSTFLAGS=$rustflags
+		# cargo's build-std reads the library source from here (what cross-build.md found to work).
+		export __CARGO_TESTS_ONLY_SRC_ROOT=$RUST_SRC/library
+		cargo zigbuild --release --locked -p agent-sandbox-provider --target "$zig_target" -Z build-std
+	)
+	cp "$CARGO_TARGET_DIR/$triple/release/libagent_sandbox_provider.so" \
+		"$ROOT/npm/$platform/agent-sandbox-provider.$platform.node"
+	log "$platform built in $((SECONDS - t0)) s"
+}
+
+check() {
+	local platform node status=0
+	for platform in "${ALL[@]}"; do
+		node=$ROOT/npm/$platform/agent-sandbox-provider.$platform.node
+		if [[ ! -f $node ]]; then
+			log "$platform: not built"
+			status=1
+			continue
+		fi
+		local arch=${platform#linux-}; arch=${arch%-*}
+		if ! readelf -h "$node" | grep -q "Machine:.*${MACHINE[$arch]}"; then
+			log "$platform: wrong ELF machine"
+			status=1
+		fi
+		if [[ $platform == *-gnu ]]; then
+			local newest
+			newest=$(objdump -T "$node" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+			if [[ $(printf '%s\n' "GLIBC_$GLIBC_FLOOR" "$newest" | sort -V | tail -1) != "GLIBC_$GLIBC_FLOOR" ]]; then
+				log "$platform: needs $newest, more than the floor glibc $GLIBC_FLOOR"
+				status=1
+			else
+				log "$platform: ok (newest glibc symbol $newest)"
+			fi
+		else
+			log "$platform: ok ($(readelf -d "$node" | grep -c NEEDED) needed libraries)"
+		fi
+	done
+	return $status
+}
+
+case ${1:-all} in
+check) check ;;
+all)
+	tools
+	for p in "${ALL[@]}"; do build "$p"; done
+	check
+	;;
+*)
+	[[ -n ${TRIPLE[$1]:-} ]] || { log "unknown platform $1 (one of: ${ALL[*]})"; exit 2; }
+	tools
+	build "$1"
+	;;
+esac
