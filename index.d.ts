@@ -1,4 +1,5 @@
-// Types of agent-sandbox-provider: a Rivet sandbox provider (the
+/// <reference types="node" />
+// Types of @rivet-dev/sandbox-adapter-kubernetes: a Rivet sandbox provider (the
 // `SandboxProvider` contract of @rivet-dev/sandbox-adapter) that runs each
 // actor's sandbox on Kubernetes with kubernetes-sigs/agent-sandbox v1beta1.
 

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,29 +18,36 @@ import { namespace, skip } from "./cluster.mjs";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
 const addon = `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
-const run = (cmd, args, cwd, env = process.env) => execFileSync(cmd, args, { cwd, env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+/** Runs a command; a failure's message carries its output. */
+function run(cmd, args, cwd) {
+  try {
+    return execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  } catch (e) {
+    throw new Error(`${cmd} ${args.join(" ")} failed:\n${e.stdout ?? ""}${e.stderr ?? ""}`);
+  }
+}
 
 describe("installed from tarballs into an empty project", { skip: skip ?? (existsSync(addon) ? undefined : "no addon built"), timeout: 300_000 }, () => {
+  /** The scratch folder (removed afterwards) and the app inside it. */
+  let base;
   let dir;
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "install-test-"));
-    const packs = join(dir, "packs");
+    base = mkdtempSync(join(tmpdir(), "install-test-"));
+    const packs = join(base, "packs");
+    mkdirSync(packs);
     // The platform package as the release would publish it: its folder plus the addon.
-    const platform = join(dir, "linux-x64-gnu");
+    const platform = join(base, "linux-x64-gnu");
     cpSync(`${root}npm/linux-x64-gnu`, platform, { recursive: true });
     cpSync(addon, join(platform, `${pkg.napi.binaryName}.linux-x64-gnu.node`));
     const tarballs = [root, platform, `${root}__test__/stand-in-sandbox-adapter`].map((folder) =>
       join(packs, run("npm", ["pack", "--silent", "--pack-destination", packs], folder).trim().split("\n").pop()),
     );
-    const app = join(dir, "app");
-    cpSync(`${root}__test__/stand-in-sandbox-adapter`, join(dir, "unused"), { recursive: true }); // keeps the stand-in's files untouched
-    writeFileSync(join(dir, "package.json"), "{}");
-    run("mkdir", ["-p", app], dir);
-    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
-    run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...tarballs], app);
-    dir = app;
+    dir = join(base, "app");
+    mkdirSync(dir);
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+    run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...tarballs], dir);
   });
-  after(() => dir && rmSync(join(dir, ".."), { recursive: true, force: true }));
+  after(() => base && rmSync(base, { recursive: true, force: true }));
 
   test("only the packages it needs are installed, the addon from the platform package", () => {
     const lock = JSON.parse(readFileSync(join(dir, "package-lock.json"), "utf8"));
@@ -63,7 +70,11 @@ describe("installed from tarballs into an empty project", { skip: skip ?? (exist
     );
     writeFileSync(
       join(dir, "tsconfig.json"),
-      JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, types: [] }, files: ["check.ts"] }),
+      // A Node project has @types/node (index.d.ts references it for Buffer).
+      JSON.stringify({
+        compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, typeRoots: [`${root}node_modules/@types`], types: ["node"] },
+        files: ["check.ts"],
+      }),
     );
     run(process.execPath, [`${root}node_modules/typescript/bin/tsc`, "-p", "tsconfig.json"], dir);
   });

@@ -1,44 +1,18 @@
 // Type-level test (`tsc -p __test__/tsconfig.json`): the package's types
 // satisfy the @rivet-dev/sandbox-adapter contract. That package is not on the
-// registry here, so its interfaces are declared below exactly as in
-// sandbox-adapter-interface.md §2 (lineage A, rivet-dev/agents).
+// registry here: its interfaces come from the stand-in package
+// (stand-in-sandbox-adapter/index.d.ts, exactly as in
+// sandbox-adapter-interface.md §2, lineage A, rivet-dev/agents).
 
 import { agentSandboxProvider, type AgentSandboxProvider, type SandboxEvent } from "@rivet-dev/sandbox-adapter-kubernetes";
 
-interface SandboxActorContext {
-  readonly actorId: string;
-  client(): unknown;
-}
-interface SandboxExecOptions {
-  cwd: string;
-  env?: Record<string, string>;
-  timeoutMs?: number;
-  signal?: AbortSignal;
-  onData?: (chunk: Uint8Array) => void;
-}
-interface SandboxExecResult {
-  exitCode: number | null;
-  timedOut: boolean;
-  stdout: string;
-  stderr: string;
-}
-interface Sandbox {
-  readonly cwd: string;
-  exec(command: string, options: SandboxExecOptions): Promise<SandboxExecResult>;
-  readFile(path: string): Promise<Uint8Array>;
-  writeFile(path: string, content: string): Promise<void>;
-  mkdir(path: string): Promise<void>;
-  stat(path: string): Promise<{ isDirectory: boolean }>;
-  readdir(path: string): Promise<string[]>;
-  exists(path: string): Promise<boolean>;
-}
-interface SandboxProvider {
-  readonly name: string;
-  create(c: SandboxActorContext): Promise<string>;
-  connect(c: SandboxActorContext, id: string): Promise<Sandbox | undefined>;
-  suspend?(c: SandboxActorContext, id: string): Promise<void>;
-  destroy?(c: SandboxActorContext, id: string): Promise<void>;
-}
+import type {
+  Sandbox,
+  SandboxActorContext,
+  SandboxExecResult,
+  SandboxProvider,
+} from "./stand-in-sandbox-adapter/index.js";
+
 /** The newest runtime also reads a static `cwd` (interface doc §3.5). */
 type SandboxProviderWithCwd = SandboxProvider & { readonly cwd?: string };
 
