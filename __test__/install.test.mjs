@@ -17,7 +17,10 @@ import { namespace, skip } from "./cluster.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
-const addon = `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
+// The release build (scripts/release-build.sh, glibc 2.17 floor) when there
+// is one, else the addon this checkout built.
+const released = `${root}npm/linux-x64-gnu/${pkg.napi.binaryName}.linux-x64-gnu.node`;
+const addon = existsSync(released) ? released : `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
 /** Runs a command; a failure's message carries its output. */
 function run(cmd, args, cwd) {
   try {

@@ -7,4 +7,9 @@ mod http;
 mod proxy;
 
 pub use connect::{connect, Connection};
+
+/// How long 403s and 401s may follow a moment when the API server was
+/// unreachable or had been allowing the same request, before they count:
+/// a restarting API server answers them until its authorizer is ready.
+pub const AUTH_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
 pub use errors::{api_error, redact, Action};

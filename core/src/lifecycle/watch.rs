@@ -12,12 +12,8 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::client::{api_error, Action};
+use crate::client::{api_error, Action, AUTH_GRACE};
 use crate::error::{Error, ErrorCode, Result};
-
-/// How long authorization errors may persist, once a watch was allowed,
-/// before they end the wait.
-pub const AUTH_GRACE: Duration = Duration::from_secs(15);
 
 /// The latest state of one watched object: `Some` while it exists, `None`
 /// once it is absent (never created, or deleted).

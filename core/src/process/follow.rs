@@ -22,6 +22,7 @@ use super::{spawn_with, Reader, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::script_argv;
+use crate::client::AUTH_GRACE;
 use crate::exec::{
     aborted, script_status, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
 };
@@ -79,7 +80,7 @@ pub async fn follow(
                 retry.pause(&cancel, None).await?;
             }
             Err(e) if e.code == ErrorCode::NotFound => return Ok(Followed { exit: ProcessExit::LOST, truncated }),
-            Err(e) if retryable(&e) => retry.pause(&cancel, Some(e)).await?,
+            Err(e) if retry.may_retry(&e) => retry.pause(&cancel, Some(e)).await?,
             Err(e) => return Err(e),
         }
     }
@@ -108,7 +109,7 @@ pub async fn wait(
                 None => return Err(Error::internal("the wait script printed no state")),
             },
             Err(e) if e.code == ErrorCode::NotFound => return Ok(ProcessExit::LOST),
-            Err(e) if retryable(&e) => retry.pause(&cancel, Some(e)).await?,
+            Err(e) if retry.may_retry(&e) => retry.pause(&cancel, Some(e)).await?,
             Err(e) => return Err(e),
         }
     }
@@ -209,6 +210,15 @@ struct Retry {
 impl Retry {
     fn new() -> Self {
         Retry { pause: FIRST_PAUSE, failing_since: None }
+    }
+
+    /// Whether to try again after `e`: connection trouble, and also a 403
+    /// or 401 while reconnecting after it, for [`AUTH_GRACE`] (an API
+    /// server that restarts answers them before its authorizer is ready).
+    fn may_retry(&self, e: &Error) -> bool {
+        retryable(e)
+            || (matches!(e.code, ErrorCode::Forbidden | ErrorCode::Config)
+                && self.failing_since.is_some_and(|since| since.elapsed() < AUTH_GRACE))
     }
 
     /// Waits before the next attempt: briefly after a follower that ended by

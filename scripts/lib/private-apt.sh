@@ -1,0 +1,25 @@
+# Sourced by the release scripts. private_apt DIR SUITE...: an apt setup of
+# its own under DIR (nothing system-wide changes) for this machine's Debian
+# mirror with the given suites, amd64 and arm64 packages; exports
+# APT_CONFIG and runs `apt-get update`. Packages are then fetched with
+# `apt-get download` and unpacked with `dpkg -x`, never installed.
+private_apt() {
+	local dir=$1 suite uri
+	shift
+	mkdir -p "$dir"/{lists/partial,cache/archives/partial,etc}
+	uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)
+	: >"$dir/etc/sources.list"
+	for suite in "$@"; do
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" >>"$dir/etc/sources.list"
+	done
+	cat >"$dir/etc/apt.conf" <<-EOF
+		Dir::State::Lists "$dir/lists";
+		Dir::Cache "$dir/cache";
+		Dir::Etc::SourceList "$dir/etc/sources.list";
+		Dir::Etc::SourceParts "/nonexistent";
+		APT::Architecture "amd64";
+		APT::Architectures { "amd64"; "arm64"; };
+	EOF
+	export APT_CONFIG=$dir/etc/apt.conf
+	apt-get update -qq 2>&1 | grep -v "unsandboxed as root" >&2 || true
+}
