@@ -98,19 +98,30 @@ impl Drop for PodWatch {
 
 /// The watch task: reports the verdict, stops when idle or after a verdict,
 /// and removes its own map entry (only if the entry is still this watch).
+///
+/// The entry goes before the task stops listening, under the map lock that
+/// `subscribe` holds while it counts a user: a subscriber either joins a
+/// watch that still runs or starts a new one, never one that is ending.
 async fn run(client: Client, key: Key, shared: Arc<Shared>, map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>) {
     let api: Api<Pod> = Api::namespaced(client, &key.0);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.1));
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut tracker = Tracker::default();
     let mut idle = tokio::time::interval(IDLE_CHECK);
+    let retire = |map: &mut HashMap<Key, Arc<Shared>>| {
+        if map.get(&key).is_some_and(|s| Arc::ptr_eq(s, &shared)) {
+            map.remove(&key);
+        }
+    };
     loop {
         tokio::select! {
             event = events.next() => match event {
                 Some(Ok(event)) => {
                     if let Some(reason) = tracker.observe(event) {
+                        // Later execs (a resumed pod of the same name) get a new watch.
+                        retire(&mut map.lock().expect("pod watch map poisoned"));
                         shared.gone.send_replace(Some(format!("pod {:?} in namespace {:?} {reason}", key.1, key.0)));
-                        break;
+                        return;
                     }
                 }
                 // Watch errors (RBAC, outages) are retried with backoff; execs
@@ -119,17 +130,16 @@ async fn run(client: Client, key: Key, shared: Arc<Shared>, map: Arc<Mutex<HashM
                 None => break,
             },
             _ = idle.tick() => {
+                let mut map = map.lock().expect("pod watch map poisoned");
                 let users = shared.users.lock().expect("pod watch users poisoned");
                 if users.0 == 0 && users.1.elapsed() >= LINGER {
-                    break;
+                    retire(&mut map);
+                    return;
                 }
             }
         }
     }
-    let mut map = map.lock().expect("pod watch map poisoned");
-    if map.get(&key).is_some_and(|s| Arc::ptr_eq(s, &shared)) {
-        map.remove(&key);
-    }
+    retire(&mut map.lock().expect("pod watch map poisoned"));
 }
 
 /// Turns watch events into a verdict about the pod the watch first saw.
