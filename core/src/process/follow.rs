@@ -19,10 +19,10 @@ use tokio_util::sync::CancellationToken;
 use super::scripts;
 use super::stream::{Cursor, ProcessChunk, ProcessExit, State, MAX_CAP};
 use super::{spawn_with, Reader, SpawnRequest, SpawnStdin};
+use crate::client::AUTH_GRACE;
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::script_argv;
-use crate::client::AUTH_GRACE;
 use crate::exec::{
     aborted, script_status, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
 };

@@ -1,0 +1,188 @@
+//! The engine's timing logic against a scripted in-memory runtime (a test
+//! double: no processes, no sockets) under paused time, so timeouts of
+//! seconds take no time and the order of events is exact: timeout → kill →
+//! the output so far, abort before the first output, a status that comes
+//! before the trailer, a connection lost mid-command, a trailer while the
+//! session stays open. The same behaviours run for real in `local_exec.rs`
+//! (local processes) and `__test__/exec.test.mjs` (the cluster).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use sandbox_core::exec::trailer::needle;
+use sandbox_core::exec::wrapper::WRAPPER;
+use sandbox_core::exec::{
+    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stream,
+};
+use sandbox_core::{Error, ErrorCode, Result};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+/// What the scripted command does, step by step.
+#[derive(Clone, Debug)]
+enum Step {
+    Out(Stream, &'static [u8]),
+    Wait(Duration),
+    /// The wrapper's trailer with this status, on both streams.
+    Trailer(i32),
+    /// The server's status frame ends the session.
+    Status(i32),
+    /// The connection breaks.
+    Lost,
+    /// Runs until a kill of this run arrives, then the shell dies of TERM.
+    UntilKilled,
+}
+
+#[derive(Default)]
+struct Scripted {
+    steps: Vec<Step>,
+    /// Run ids the engine asked to kill.
+    kills: Mutex<Vec<String>>,
+    killed: Notify,
+}
+
+impl Scripted {
+    fn new(steps: Vec<Step>) -> Arc<Self> {
+        Arc::new(Scripted { steps, ..Default::default() })
+    }
+
+    fn kills(&self) -> Vec<String> {
+        self.kills.lock().unwrap().clone()
+    }
+}
+
+/// The engine owns its runtime; the test keeps a handle to the script.
+struct Handle(Arc<Scripted>);
+
+impl Runtime for Handle {
+    fn run<'a>(
+        &'a self,
+        _target: &'a ExecTarget,
+        argv: Vec<String>,
+        _stdin: Option<Bytes>,
+        output: mpsc::Sender<OutputChunk>,
+        release: Release,
+    ) -> BoxFuture<'a, Result<Completion>> {
+        let script = self.0.clone();
+        async move {
+            if argv[2] == kill::KILL {
+                script.kills.lock().unwrap().extend(argv[6..].iter().cloned());
+                script.killed.notify_waiters();
+                return Ok(Completion::Exited(0));
+            }
+            assert_eq!(argv[2], WRAPPER, "only user commands and kills are expected");
+            let id = argv[4].clone();
+            let send = |stream, data: Vec<u8>| {
+                let output = output.clone();
+                async move { output.send(OutputChunk { stream, data: Bytes::from(data) }).await.is_ok() }
+            };
+            for step in &script.steps {
+                let done = async {
+                    match step {
+                        Step::Out(stream, data) => {
+                            send(*stream, data.to_vec()).await;
+                        }
+                        Step::Wait(d) => tokio::time::sleep(*d).await,
+                        Step::Trailer(code) => {
+                            let mut t = needle(&id);
+                            t.extend_from_slice(format!("{code}\n").as_bytes());
+                            send(Stream::Stdout, t.clone()).await;
+                            send(Stream::Stderr, t).await;
+                        }
+                        Step::Status(code) => return Some(Ok(Completion::Exited(*code))),
+                        Step::Lost => {
+                            return Some(Err(Error::new(ErrorCode::ConnectionLost, "the exec connection broke")))
+                        }
+                        Step::UntilKilled => {
+                            while !script.kills().contains(&id) {
+                                script.killed.notified().await;
+                            }
+                            return Some(Ok(Completion::Exited(143)));
+                        }
+                    }
+                    None
+                };
+                tokio::select! {
+                    ended = done => if let Some(ended) = ended { return ended },
+                    _ = release.requested() => return Ok(Completion::Released),
+                }
+            }
+            release.requested().await;
+            Ok(Completion::Released)
+        }
+        .boxed()
+    }
+}
+
+fn engine(script: &Arc<Scripted>) -> ExecEngine {
+    ExecEngine::with_runtime(Box::new(Handle(script.clone())), 8)
+}
+
+fn target() -> ExecTarget {
+    ExecTarget { namespace: "ns".into(), pod: "pod".into(), container: None }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_kills_the_command_and_keeps_the_output_so_far() {
+    let script = Scripted::new(vec![Step::Out(Stream::Stdout, b"partial\n"), Step::UntilKilled]);
+    let mut req = ExecRequest::new("sleep 100", "/");
+    req.timeout = Some(Duration::from_secs(10));
+    let started = Instant::now();
+    let r = engine(&script).exec(&target(), req).await.unwrap();
+    assert!(r.timed_out && r.exit_code.is_none(), "{r:?}");
+    assert_eq!(r.stdout, b"partial\n");
+    assert_eq!(script.kills().len(), 1, "one kill of the run");
+    // The deadline, plus no more than the engine's short drain after the kill.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(10) && took <= Duration::from_secs(12), "{took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_abort_before_any_output_kills_and_fails_with_aborted() {
+    let script = Scripted::new(vec![Step::Wait(Duration::from_secs(5)), Step::UntilKilled]);
+    let req = ExecRequest::new("sleep 100", "/");
+    let cancel = req.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cancel.cancel();
+    });
+    let e = engine(&script).exec(&target(), req).await.unwrap_err();
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::Aborted, "aborted"));
+    assert_eq!(script.kills().len(), 1, "the command is killed, not left running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_before_the_trailer_is_the_authority() {
+    // A wrapper killed by a signal writes no trailer; the status says 137.
+    let script = Scripted::new(vec![Step::Out(Stream::Stdout, b"x"), Step::Status(137)]);
+    let r = engine(&script).exec(&target(), ExecRequest::new("kill -9 $$", "/")).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(137), &b"x"[..]));
+    assert!(script.kills().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_connection_fails_the_exec_and_kills_the_command() {
+    let script = Scripted::new(vec![Step::Out(Stream::Stdout, b"x"), Step::Wait(Duration::from_secs(1)), Step::Lost]);
+    let e = engine(&script).exec(&target(), ExecRequest::new("sleep 100", "/")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
+    assert_eq!(script.kills().len(), 1, "pods/exec leaves the command running: the engine kills it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_trailer_ends_the_exec_while_the_session_stays_open() {
+    // `server &` keeps the streams open after the shell exits.
+    let script = Scripted::new(vec![
+        Step::Out(Stream::Stdout, b"started\n"),
+        Step::Trailer(0),
+        Step::Out(Stream::Stdout, b"the child's later output\n"),
+        Step::Wait(Duration::from_secs(3600)),
+    ]);
+    let started = Instant::now();
+    let r = engine(&script).exec(&target(), ExecRequest::new("server & echo started", "/")).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_slice()), (Some(0), &b"started\n"[..]));
+    assert!(started.elapsed() < Duration::from_secs(1), "returned at the trailer, not the hour");
+    assert!(script.kills().is_empty(), "the child is left running");
+}
