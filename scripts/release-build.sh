@@ -35,35 +35,21 @@ declare -A MACHINE=([x64]="X86-64" [arm64]="AArch64")
 ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl)
 
 log() { printf '[release] %s\n' "$*" >&2; }
+# shellcheck source=lib/private-apt.sh
+source "$ROOT/scripts/lib/private-apt.sh"
 
 tools() {
 	if [[ ! -x $TOOLS/venv/bin/cargo-zigbuild ]]; then
 		log "installing zig $ZIG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION from PyPI"
-		rm -rf "$TOOLS.tmp" && python3 -m venv "$TOOLS.tmp/venv"
-		"$TOOLS.tmp/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
-		# The venv's scripts name their interpreter by path: move by re-creating.
-		rm -rf "$TOOLS.tmp" && python3 -m venv "$TOOLS/venv"
-		"$TOOLS/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION"
+		# Built in place (a venv's scripts name their interpreter by path), removed if it fails.
+		rm -rf "$TOOLS" && python3 -m venv "$TOOLS/venv"
+		"$TOOLS/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" ||
+			{ rm -rf "$TOOLS"; exit 1; }
 	fi
 	if [[ ! -d $RUST_SRC/library ]]; then
 		log "fetching Debian's rust-src for rustc $RUSTC_VERSION"
 		local apt=$CACHE/apt-rust-src
-		mkdir -p "$apt"/{lists/partial,cache/archives/partial,etc}
-		local uri
-		uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)
-		cat >"$apt/etc/sources.list" <<-EOF
-			deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie-backports main
-			deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main
-		EOF
-		cat >"$apt/etc/apt.conf" <<-EOF
-			Dir::State::Lists "$apt/lists";
-			Dir::Cache "$apt/cache";
-			Dir::Etc::SourceList "$apt/etc/sources.list";
-			Dir::Etc::SourceParts "/nonexistent";
-			APT::Architecture "amd64";
-		EOF
-		export APT_CONFIG=$apt/etc/apt.conf
-		apt-get update -qq
+		private_apt "$apt" trixie-backports trixie
 		local version
 		version=$(apt-cache madison rust-src | awk -v v="$RUSTC_VERSION+" 'index($3, v) == 1 {print $3; exit}')
 		[[ -n $version ]] || { log "no rust-src $RUSTC_VERSION in trixie(-backports)"; exit 1; }

