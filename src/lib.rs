@@ -1,8 +1,13 @@
 //! napi binding of `sandbox-core`: converts JS values to core types and core
 //! errors to JS errors with a `code`. No Kubernetes logic lives here.
+//!
+//! One module per class it exposes to `js/`: [`native_provider`]
+//! (`NativeProvider`), [`native_sandbox`] (`NativeSandbox`), [`native_process`]
+//! (`NativeProcess`); [`errors`] is the error conversion, `delivery` the
+//! output hand-off to JS with backpressure.
 #![deny(clippy::all)]
 mod delivery;
 pub mod errors;
-pub mod process;
-pub mod provider;
-pub mod sandbox;
+pub mod native_process;
+pub mod native_provider;
+pub mod native_sandbox;

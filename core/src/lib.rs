@@ -9,6 +9,10 @@
 //! - [`lifecycle`]: create / connect / suspend / destroy, readiness, TTL, events.
 //! - [`exec`]: the exec engine behind the [`exec::Runtime`] trait (pods/exec now).
 //! - [`files`]: file operations built on exec.
+//! - [`process`]: background processes on exec.
+//! - [`sandbox`]: a connected sandbox (exec and files on one pod).
+//! - [`provider`]: the assembly of client, lifecycle and exec engine that the
+//!   binding exposes.
 
 pub mod client;
 pub mod config;
@@ -17,7 +21,9 @@ pub mod exec;
 pub mod files;
 pub mod lifecycle;
 pub mod process;
+pub mod provider;
 pub mod sandbox;
 
 pub use error::{Error, ErrorCode, Result};
+pub use provider::Provider;
 pub use sandbox::Sandbox;

@@ -1,12 +1,12 @@
 //! The Kubernetes client: building it from the `kubeConfig` option (see
-//! [`connect`]), and mapping API errors (see [`errors`]).
+//! [`build`]), and mapping API errors (see [`errors`]).
 
-pub mod connect;
+pub mod build;
 pub mod errors;
 mod http;
 mod proxy;
 
-pub use connect::{connect, Connection};
+pub use build::{connect, Connection};
 
 /// How long 403s and 401s may follow a moment when the API server was
 /// unreachable or had been allowing the same request, before they count:

@@ -6,8 +6,8 @@
 //! input only as positional arguments) and [`trailer`] the line it ends each
 //! stream with; [`kill`] finds and kills a command's process tree;
 //! [`runtime`] is the transport ([`Runtime`], with [`PodExecRuntime`]
-//! speaking the pods/exec channel protocol); [`watch`] fails execs whose pod
-//! goes away; [`engine`] ties them together, handing output to a [`sink`];
+//! speaking the pods/exec channel protocol); [`pod_liveness`] fails execs
+//! whose pod goes away; [`engine`] ties them together, handing output to a [`sink`];
 //! [`status`] and [`output`] are the pure pieces.
 //!
 //! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`:
@@ -22,12 +22,12 @@
 mod engine;
 pub mod kill;
 pub mod output;
+mod pod_liveness;
 mod runs;
 mod runtime;
 mod sink;
 pub mod status;
 pub mod trailer;
-mod watch;
 pub mod wrapper;
 
 pub(crate) use engine::{aborted, script_status, Command};

@@ -56,8 +56,8 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{OutputChunk, Stream};
+use super::pod_liveness::{PodWatch, PodWatches};
 use super::status::{decode, Completion};
-use super::watch::{PodWatch, PodWatches};
 use super::ExecTarget;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};

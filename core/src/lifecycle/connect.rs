@@ -12,10 +12,10 @@ use super::access;
 use super::events::{Emitter, EventKind};
 use super::manifest;
 use super::names::{self, SandboxId};
-use super::ops::{Lifecycle, PodTarget};
 use super::readiness::{self, Binding, Readiness};
 use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject, LAUNCH_TYPE_LABEL};
-use super::watch::{self, Latest, Step};
+use super::waits::{self, Latest, Step};
+use super::{not_ours, Lifecycle, PodTarget};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Latest state of the objects a connect watches.
@@ -124,7 +124,7 @@ impl Lifecycle {
                 Step::Waiting(_) => {}
             }
         }
-        let mut updates = watch::watch_named(
+        let mut updates = waits::watch_named(
             Kind::SandboxClaim.api(&self.client, &id.namespace),
             &id.name,
             Kind::SandboxClaim.resource(),
@@ -137,7 +137,7 @@ impl Lifecycle {
             Some(step)
         };
         let bound =
-            watch::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w)))
+            waits::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w)))
                 .await?;
         Ok(bound.zip(last).map(|(name, last)| (name, Some(ClaimWatch { updates, last }))))
     }
@@ -217,10 +217,10 @@ impl Lifecycle {
         let ns = &id.namespace;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let mut streams = vec![
-            watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource())
+            waits::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource())
                 .map_ok(Seen::Sandbox)
                 .boxed(),
-            watch::watch_named(pods, name, "pods").map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
+            waits::watch_named(pods, name, "pods").map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
         ];
         let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
         if self.warm() {
@@ -229,7 +229,7 @@ impl Lifecycle {
                     claim = Some(Some(last));
                     updates
                 }
-                None => watch::watch_named(
+                None => waits::watch_named(
                     Kind::SandboxClaim.api(&self.client, ns),
                     &id.name,
                     Kind::SandboxClaim.resource(),
@@ -284,26 +284,10 @@ impl Lifecycle {
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })
         };
-        watch::wait(&mut watch::merge(streams), deadline, &what, step, |w| {
+        waits::wait(&mut waits::merge(streams), deadline, &what, step, |w| {
             ev.emit(EventKind::Waiting, Some(name), None, Some(w))
         })
         .await
-    }
-
-    /// Waits for `Suspended=True` at the current generation; `false` if the
-    /// Sandbox is gone.
-    pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
-        let mut sandboxes = watch::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
-        let what = format!("sandbox {ns}/{name} to finish suspending");
-        let step = |sb: Option<SandboxObject>| {
-            Some(match sb {
-                None => Step::Done(false),
-                Some(sb) if readiness::is_suspended(&sb) => Step::Done(true),
-                Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
-            })
-        };
-        watch::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w)))
-            .await
     }
 
     /// The exec target in the ready pod: the `container` option (which must
@@ -347,14 +331,6 @@ fn check_owner(claim: &ClaimObject, actor_id: &str, id: &SandboxId) -> Result<()
     } else {
         Err(not_ours(Kind::SandboxClaim, id))
     }
-}
-
-/// The object exists but was made for another actor (or not by us).
-pub(super) fn not_ours(kind: Kind, id: &SandboxId) -> Error {
-    Error::new(
-        ErrorCode::InvalidState,
-        format!("{} {id} was not created for this actor; refusing to use it", kind.resource()),
-    )
 }
 
 fn failed(id: &SandboxId, why: &str) -> Error {

@@ -1,28 +1,199 @@
-//! Sandbox lifecycle on kubernetes-sigs/agent-sandbox (v1beta1):
-//! create / connect / suspend / destroy, readiness watches, TTL backstop,
-//! progress events.
+//! Sandbox lifecycle on kubernetes-sigs/agent-sandbox (v1beta1): the
+//! Kubernetes side of create / connect / suspend / destroy, without the exec
+//! engine (the top-level [`crate::provider`] joins the two).
 //!
-//! - [`Provider`]: the lifecycle plus the exec engine (the binding's view).
-//! - [`ops`]: [`Lifecycle`], the Kubernetes side (create and shared helpers);
-//!   `connect` and `teardown` (suspend/destroy) extend it.
+//! [`Lifecycle`] and its shared helpers live here; each operation extends it
+//! in its own module: [`create`](create.rs), `connect`, `suspend`, `destroy`,
+//! and [`ttl`] (the `ttlSeconds` backstop and the `touch` that moves it).
 //! - `access`: permission checks before a call changes anything.
-//! - [`readiness`]: pure decisions on observed objects; [`watch`]: waiting.
-//! - [`manifest`], [`names`], [`resources`]: what we create and read.
+//! - [`readiness`]: pure decisions on observed objects; [`waits`]: waiting on
+//!   watched objects until a decision.
+//! - [`manifest`], [`names`], [`resources`]: what we create and read;
+//!   `preflight`: the warm pool's template check; [`events`]: progress.
 
 mod access;
 mod connect;
+mod create;
+mod destroy;
 pub mod events;
 pub mod manifest;
 pub mod names;
-pub mod ops;
 mod preflight;
-mod provider;
 pub mod readiness;
 pub mod resources;
-mod teardown;
+mod suspend;
 pub mod ttl;
-pub mod watch;
+pub mod waits;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::Object;
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use events::Emitter;
 pub use events::{Event, EventKind, EventSink};
-pub use ops::{Lifecycle, PodTarget};
-pub use provider::Provider;
+use names::SandboxId;
+use preflight::PoolCheck;
+use resources::Kind;
+use ttl::Ttl;
+
+use crate::client::{api_error, Action, Connection};
+use crate::config::{Mode, ProviderConfig};
+use crate::error::{Error, ErrorCode, Result};
+
+/// The pod a connected sandbox runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTarget {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Pod name (= Sandbox name).
+    pub pod: String,
+    /// Container: the `container` option or the pod's first container.
+    pub container: String,
+    /// Created by this process and connected for the first time: no exec can
+    /// have left processes in the pod, so there is nothing to sweep.
+    pub fresh: bool,
+}
+
+/// Kubernetes lifecycle operations for one provider configuration. Keeps no
+/// per-actor state beyond throttling (TTL) and event bookkeeping.
+pub struct Lifecycle {
+    client: Client,
+    /// Namespace new sandboxes are created in.
+    pub namespace: String,
+    config: Arc<ProviderConfig>,
+    ttl: Option<Ttl>,
+    sink: Option<EventSink>,
+    /// Ids of claims / Sandboxes created by this process and not yet
+    /// connected, with the actor they were created for. No exec can have run
+    /// in them, so their first connect skips the orphan sweep (and the GET
+    /// that checks the owner: only that actor's connect takes the entry); a
+    /// claim's first connect also reports `adopted` / `cold_start` and
+    /// follows the claim with a watch from the start.
+    fresh: Mutex<HashMap<String, String>>,
+    pool_check: PoolCheck,
+}
+
+impl Lifecycle {
+    /// Lifecycle over `conn`; the namespace is the option or the client's default.
+    pub fn new(conn: &Connection, config: Arc<ProviderConfig>, sink: Option<EventSink>) -> Self {
+        let namespace = config.namespace.clone().unwrap_or_else(|| conn.default_namespace.clone());
+        Lifecycle {
+            client: conn.client.clone(),
+            namespace,
+            ttl: config.ttl.map(Ttl::new),
+            config,
+            sink,
+            fresh: Mutex::new(HashMap::new()),
+            pool_check: PoolCheck::default(),
+        }
+    }
+
+    /// True in warm-pool mode (the id names a SandboxClaim).
+    fn warm(&self) -> bool {
+        matches!(self.config.mode, Mode::WarmPool(_))
+    }
+
+    /// The kind of object `create` makes and the id names.
+    fn kind(&self) -> Kind {
+        if self.warm() {
+            Kind::SandboxClaim
+        } else {
+            Kind::Sandbox
+        }
+    }
+
+    fn emitter(&self, id: &SandboxId, actor_id: &str) -> Emitter {
+        Emitter::new(self.sink.clone(), &id.to_string(), actor_id)
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.config.ready_timeout
+    }
+
+    /// GET; 404 → `None`.
+    async fn get<P, U>(&self, kind: Kind, ns: &str, name: &str) -> Result<Option<Object<P, U>>>
+    where
+        P: Clone + DeserializeOwned + std::fmt::Debug,
+        U: Clone + DeserializeOwned + std::fmt::Debug + Default,
+    {
+        get_opt(kind.api::<P, U>(&self.client, ns), kind.resource(), ns, name).await
+    }
+
+    /// GET of the pod `name`; 404 → `None`.
+    async fn get_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {
+        get_opt(Api::namespaced(self.client.clone(), ns), "pods", ns, name).await
+    }
+
+    /// JSON merge patch; 404 → `Ok(false)`.
+    async fn patch(&self, kind: Kind, ns: &str, name: &str, patch: &Value) -> Result<bool> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
+        let action = Action { verb: "patch", resource: kind.resource(), name: Some(name), namespace: ns };
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            Ok(_) => Ok(true),
+            Err(e) => match api_error(e, action) {
+                e if e.code == ErrorCode::NotFound => Ok(false),
+                e => Err(e),
+            },
+        }
+    }
+
+    /// `id` as one of this provider's sandboxes: `None` when it cannot name
+    /// one (malformed, or in a namespace other than the provider's, where it
+    /// creates nothing and its Role grants nothing), so connect resolves
+    /// `undefined` and suspend/destroy have nothing to do, as the adapter's
+    /// other providers do for ids their backend does not know.
+    fn own_id(&self, id: &str) -> Option<SandboxId> {
+        SandboxId::parse(id).ok().filter(|id| id.namespace == self.namespace)
+    }
+
+    /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]); it no
+    /// longer is afterwards. Another actor's call neither gets nor takes it.
+    fn take_fresh(&self, id: &SandboxId, actor_id: &str) -> bool {
+        let Ok(mut fresh) = self.fresh.lock() else { return false };
+        let key = id.to_string();
+        if fresh.get(&key).is_some_and(|owner| owner == actor_id) {
+            fresh.remove(&key);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Forgets `id` as fresh, whoever created it (it was deleted).
+    fn forget_fresh(&self, id: &SandboxId) {
+        if let Ok(mut fresh) = self.fresh.lock() {
+            fresh.remove(&id.to_string());
+        }
+    }
+}
+
+/// GET of `name` through `api` (`resource` and `ns` name it in errors);
+/// 404 → `None`.
+async fn get_opt<K>(api: Api<K>, resource: &'static str, ns: &str, name: &str) -> Result<Option<K>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let action = Action { verb: "get", resource, name: Some(name), namespace: ns };
+    match api.get(name).await {
+        Ok(o) => Ok(Some(o)),
+        Err(e) => match api_error(e, action) {
+            e if e.code == ErrorCode::NotFound => Ok(None),
+            e => Err(e),
+        },
+    }
+}
+
+/// The object exists but was made for another actor (or not by us).
+fn not_ours(kind: Kind, id: &SandboxId) -> Error {
+    Error::new(
+        ErrorCode::InvalidState,
+        format!("{} {id} was not created for this actor; refusing to use it", kind.resource()),
+    )
+}

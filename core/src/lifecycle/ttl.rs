@@ -1,13 +1,21 @@
 //! The `ttlSeconds` backstop: a shutdown time (deleting the claim or
 //! Sandbox) that activity keeps moving forward, at most about once a minute
 //! per sandbox so busy sandboxes do not turn into a stream of patches.
+//! [`Ttl`] is the bookkeeping; the `Lifecycle` methods below move the time
+//! on activity (`touch`) and as part of connect and suspend.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
 use tokio::time::Instant;
+
+use super::names::SandboxId;
+use super::resources::Kind;
+use super::{manifest, Lifecycle};
+use crate::error::Result;
 
 /// Throttled shutdown-time bookkeeping for one provider.
 pub struct Ttl {
@@ -57,6 +65,49 @@ impl Ttl {
         if let Ok(mut m) = self.last_refresh.lock() {
             m.remove(key);
         }
+    }
+}
+
+impl Lifecycle {
+    /// Moves the TTL backstop of `kind`/`name` if it is due (see [`Ttl::due`]).
+    pub(super) async fn refresh_ttl(
+        &self,
+        kind: Kind,
+        id: &SandboxId,
+        name: &str,
+        current: Option<&str>,
+    ) -> Result<()> {
+        let Some(patch) = self.ttl_patch_if_due(kind, id, current) else { return Ok(()) };
+        self.patch(kind, &id.namespace, name, &patch).await?;
+        self.ttl_marked(id, true);
+        Ok(())
+    }
+
+    /// The merge patch for `kind` moving the TTL backstop, if one is due.
+    pub(super) fn ttl_patch_if_due(&self, kind: Kind, id: &SandboxId, current: Option<&str>) -> Option<Value> {
+        let ttl = self.ttl.as_ref()?;
+        ttl.due(&id.to_string(), current).then(|| manifest::ttl_patch(kind, &ttl.shutdown_time()))
+    }
+
+    /// Records that the TTL of `id` was just moved (when `moved`).
+    pub(super) fn ttl_marked(&self, id: &SandboxId, moved: bool) {
+        if let (Some(ttl), true) = (&self.ttl, moved) {
+            ttl.mark(&id.to_string());
+        }
+    }
+
+    /// Activity on `id` (an exec): moves the TTL backstop unless this process
+    /// moved it less than an interval ago. Marked before patching so a burst
+    /// of execs makes one patch.
+    pub async fn touch(&self, id: &str) -> Result<()> {
+        let Some(ttl) = &self.ttl else { return Ok(()) };
+        let Some(id) = self.own_id(id) else { return Ok(()) };
+        if !ttl.due(&id.to_string(), None) {
+            return Ok(());
+        }
+        ttl.mark(&id.to_string());
+        let kind = self.kind();
+        self.patch(kind, &id.namespace, &id.name, &manifest::ttl_patch(kind, &ttl.shutdown_time())).await.map(drop)
     }
 }
 

@@ -3,12 +3,11 @@
 
 use std::sync::Arc;
 
-use super::events::EventSink;
-use super::ops::Lifecycle;
 use crate::client;
 use crate::config::ProviderConfig;
 use crate::error::{Error, Result};
 use crate::exec::{ExecEngine, ExecTarget};
+use crate::lifecycle::{EventSink, Lifecycle};
 use crate::sandbox::Sandbox;
 
 /// One provider configuration: a Kubernetes client, the lifecycle and one

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::{deliver_sequenced, SequencedCallback};
 use crate::errors::{invalid, to_napi};
-use crate::sandbox::{byte_count, timeout, NativeSandbox};
+use crate::native_sandbox::{byte_count, timeout, NativeSandbox};
 
 /// Chunks queued between a follower and the JS callback.
 const DELIVERY_DEPTH: usize = 16;

@@ -9,10 +9,11 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use sandbox_core::config;
-use sandbox_core::lifecycle::{EventSink, Provider};
+use sandbox_core::lifecycle::EventSink;
+use sandbox_core::Provider;
 
 use crate::errors::to_napi;
-use crate::sandbox::NativeSandbox;
+use crate::native_sandbox::NativeSandbox;
 
 /// What JS needs to know synchronously about a valid configuration.
 #[napi(object)]

@@ -1,0 +1,104 @@
+//! `destroy`: delete the claim or Sandbox and wait until it, its Sandbox and
+//! pod are gone (the wait `create` also uses for an object still deleting).
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, DynamicObject};
+use kube::Api;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::events::EventKind;
+use super::resources::Kind;
+use super::{access, names, not_ours, waits, Lifecycle};
+use crate::client::{api_error, Action};
+use crate::error::{ErrorCode, Result};
+
+impl Lifecycle {
+    /// Deletes the claim (warm-pool mode) or Sandbox and waits until it, its
+    /// Sandbox and pod are gone; the garbage collector removes the PVCs and
+    /// the Service right after. Idempotent: a missing object is success.
+    ///
+    /// Background propagation, not foreground: with foreground the Sandbox
+    /// lingers while its pod is deleted, and agent-sandbox (v1.0.3) with a
+    /// stale cache — after an API server restart, say — recreates that pod;
+    /// the garbage collector then never deletes the new pod and the Sandbox
+    /// and claim stay forever (seen on the local cluster). In the background
+    /// the owner is gone at once, so any such pod is an orphan the collector
+    /// removes. Many destroys at once also finish sooner.
+    pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
+        let Some(id) = self.own_id(id) else { return Ok(()) };
+        let ev = self.emitter(&id, actor_id);
+        let ns = &id.namespace;
+        let kind = self.kind();
+        let Some(obj) = self.get::<Value, Value>(kind, ns, &id.name).await? else { return Ok(()) };
+        if !names::owned_by(&obj.metadata, actor_id) {
+            return Err(not_ours(kind, &id));
+        }
+        let mut gone = vec![(kind, id.name.clone())];
+        if self.warm() {
+            let bound = obj.status.as_ref().and_then(|s| s.pointer("/sandbox/name")).and_then(Value::as_str);
+            if let Some(sandbox) = bound.filter(|n| !n.is_empty()) {
+                gone.push((Kind::Sandbox, sandbox.to_string()));
+            }
+        }
+        access::require(&self.client, ns, &format!("destroy {id}"), &access::destroy(kind)).await?;
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
+        let action = Action { verb: "delete", resource: kind.resource(), name: Some(&id.name), namespace: ns };
+        match api.delete(&id.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) => {
+                let e = api_error(e, action);
+                if e.code != ErrorCode::NotFound {
+                    return Err(e);
+                }
+            }
+        }
+        self.wait_gone(&gone, ns, self.deadline()).await?;
+        self.forget_fresh(&id);
+        if let Some(ttl) = &self.ttl {
+            ttl.forget(&id.to_string());
+        }
+        ev.emit(EventKind::Deleted, gone.last().map(|(_, n)| n.as_str()), None, None);
+        Ok(())
+    }
+
+    /// Waits until every listed object (and, for Sandboxes, the pod of the
+    /// same name) no longer exists.
+    pub(super) async fn wait_gone(&self, objects: &[(Kind, String)], ns: &str, deadline: Instant) -> Result<()> {
+        let exists = |s: BoxStream<'static, Result<bool>>, i: usize| s.map_ok(move |e| (i, e)).boxed();
+        let mut streams: Vec<BoxStream<'static, Result<bool>>> = Vec::new();
+        for (kind, name) in objects {
+            let objects = waits::watch_named(kind.api::<Value, Value>(&self.client, ns), name, kind.resource());
+            streams.push(objects.map_ok(|o| o.is_some()).boxed());
+            if *kind == Kind::Sandbox {
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                streams.push(waits::watch_named(pods, name, "pods").map_ok(|p| p.is_some()).boxed());
+            }
+        }
+        let total = streams.len();
+        let tagged = streams.into_iter().enumerate().map(|(i, s)| exists(s, i)).collect();
+        let mut present: Vec<Option<bool>> = vec![None; total];
+        let what = format!(
+            "{} to be deleted",
+            objects.iter().map(|(k, n)| format!("{} {n}", k.resource())).collect::<Vec<_>>().join(", ")
+        );
+        waits::wait(
+            &mut waits::merge(tagged),
+            deadline,
+            &what,
+            |(i, exists): (usize, bool)| {
+                present[i] = Some(exists);
+                let left = present.iter().filter(|p| **p != Some(false)).count();
+                Some(if left == 0 {
+                    waits::Step::Done(())
+                } else {
+                    waits::Step::Waiting(format!("{left} object(s) still present"))
+                })
+            },
+            |_| {},
+        )
+        .await
+    }
+}

@@ -1,0 +1,91 @@
+//! `suspend`: `operatingMode: Suspended` on the Sandbox (its pod goes, its
+//! volumes stay), and the wait for it that a resuming `connect` shares.
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::events::{Emitter, EventKind};
+use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
+use super::waits::{self, Step};
+use super::{access, manifest, names, not_ours, readiness, Lifecycle};
+use crate::config::SuspendPolicy;
+use crate::error::Result;
+
+impl Lifecycle {
+    /// Suspends the sandbox: `operatingMode: Suspended` on the Sandbox, then
+    /// waits until its pod is gone. With `suspend: "none"` only the TTL
+    /// backstop is moved (so it counts from now). A sandbox that no longer
+    /// exists needs no suspending.
+    pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
+        let Some(id) = self.own_id(id) else { return Ok(()) };
+        let ev = self.emitter(&id, actor_id);
+        let ns = &id.namespace;
+        let name = if self.warm() {
+            let Some(claim) = self.get::<_, _>(Kind::SandboxClaim, ns, &id.name).await? else { return Ok(()) };
+            let claim: ClaimObject = claim;
+            if !names::owned_by(&claim.metadata, actor_id) {
+                return Err(not_ours(Kind::SandboxClaim, &id));
+            }
+            self.refresh_ttl(
+                Kind::SandboxClaim,
+                &id,
+                &id.name,
+                claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.as_deref()),
+            )
+            .await?;
+            match bound_sandbox(&claim) {
+                Some(n) => n.to_string(),
+                None => return Ok(()),
+            }
+        } else {
+            id.name.clone()
+        };
+        let Some(sb) = self.get::<_, _>(Kind::Sandbox, ns, &name).await? else { return Ok(()) };
+        let sb: SandboxObject = sb;
+        if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
+            return Err(not_ours(Kind::Sandbox, &id));
+        }
+        let ttl = if self.warm() {
+            None
+        } else {
+            self.ttl_patch_if_due(Kind::Sandbox, &id, sb.spec.shutdown_time.as_deref())
+        };
+        let mut patch = match self.config.suspend {
+            SuspendPolicy::Pod if !sb.spec.is_suspended() => json!({ "spec": { "operatingMode": "Suspended" } }),
+            _ => Value::Null,
+        };
+        if !patch.is_null() {
+            access::require(&self.client, ns, &format!("suspend {id}"), &access::suspend()).await?;
+        }
+        if let Some(t) = &ttl {
+            manifest::merge_patch(&mut patch, t);
+        }
+        if !patch.is_null() && !self.patch(Kind::Sandbox, ns, &name, &patch).await? {
+            return Ok(());
+        }
+        self.ttl_marked(&id, ttl.is_some());
+        if self.config.suspend == SuspendPolicy::None {
+            return Ok(());
+        }
+        if self.wait_suspended(ns, &name, self.deadline(), &ev).await? {
+            ev.emit(EventKind::Suspended, Some(&name), None, None);
+        }
+        Ok(())
+    }
+
+    /// Waits for `Suspended=True` at the current generation; `false` if the
+    /// Sandbox is gone.
+    pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
+        let mut sandboxes = waits::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
+        let what = format!("sandbox {ns}/{name} to finish suspending");
+        let step = |sb: Option<SandboxObject>| {
+            Some(match sb {
+                None => Step::Done(false),
+                Some(sb) if readiness::is_suspended(&sb) => Step::Done(true),
+                Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
+            })
+        };
+        waits::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w)))
+            .await
+    }
+}
