@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::client;
 use crate::config::ProviderConfig;
 use crate::error::{Error, Result};
-use crate::exec::{ExecEngine, ExecTarget};
+use crate::exec::ExecEngine;
 use crate::lifecycle::{EventSink, Lifecycle};
 use crate::sandbox::Sandbox;
 
@@ -29,6 +29,11 @@ impl Provider {
     }
 
     /// Starts provisioning a sandbox for `actor_id`; returns its id.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the create request was sent may leave the
+    /// claim or Sandbox made; calling `create` again for the same actor finds
+    /// it (the name derives from the actor id) instead of making another.
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         check_actor(actor_id)?;
         self.lifecycle.create(actor_id).await
@@ -39,13 +44,17 @@ impl Provider {
     /// provider created the sandbox and never connected it before), and
     /// returns it.
     /// `Ok(None)` only when the sandbox no longer exists.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves a resume that was already requested in
+    /// effect (the sandbox keeps starting); the next `connect` waits for it.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
-        let Some(pod) = self.lifecycle.connect(actor_id, id).await? else { return Ok(None) };
-        let target = ExecTarget { namespace: pod.namespace, pod: pod.pod, container: Some(pod.container) };
+        let Some(connected) = self.lifecycle.connect(actor_id, id).await? else { return Ok(None) };
+        let target = connected.target;
         // An exec costs as much as the rest of a warm connect: skip it where
         // no process can have been left behind.
-        if !pod.fresh {
+        if !connected.fresh {
             self.engine.sweep_orphans(&target).await?;
         }
         Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone())))
@@ -59,12 +68,20 @@ impl Provider {
 
     /// Suspends the sandbox (deletes its pod) or, with `suspend: "none"`,
     /// only moves the TTL.
+    ///
+    /// # Cancel safety
+    /// Once the patch is sent, dropping the future does not stop the suspend;
+    /// a later `connect` waits for it to finish and resumes.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
         self.lifecycle.suspend(actor_id, id).await
     }
 
     /// Deletes the sandbox and everything it owns; idempotent.
+    ///
+    /// # Cancel safety
+    /// Once the delete is sent, dropping the future does not stop it (only
+    /// the wait for it ends); calling `destroy` again finishes the wait.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
         self.lifecycle.destroy(actor_id, id).await

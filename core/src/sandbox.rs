@@ -45,6 +45,12 @@ impl Sandbox {
     /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With
     /// `reattach`, as a spawned process followed to its end (see
     /// [`process::exec_reattached`]).
+    ///
+    /// # Cancel safety
+    /// Dropping the future closes the connection but leaves the command
+    /// running (pods/exec cannot signal it); the next `connect`'s orphan sweep
+    /// kills it. To stop a command, cancel `request.cancel`: that kills its
+    /// tree first.
     pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
         request.cwd = self.command_cwd(&request.cwd);
         if reattach {
@@ -125,6 +131,11 @@ impl Sandbox {
     }
 
     /// See [`files::write_file`].
+    ///
+    /// # Cancel safety
+    /// The content goes to a temp file renamed over `path` at the end:
+    /// dropping the future never leaves `path` half written (at most a temp
+    /// file next to it).
     pub async fn write_file(&self, path: &str, content: Bytes) -> Result<()> {
         files::write_file(&self.engine, &self.target, &self.resolve(path), content).await
     }

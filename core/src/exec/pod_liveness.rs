@@ -4,7 +4,9 @@
 //! (kubernetes#129144), so the runtime fails in-flight execs itself when the
 //! watch sees the pod deleted, being deleted, or replaced (UID changed). The
 //! watch lingers a while after the last exec so a sequence of commands does
-//! not pay for a new LIST+WATCH each.
+//! not pay for a new LIST+WATCH each. The watch tasks belong to their
+//! [`PodWatches`]: [`PodWatches::stop`] (called when the runtime is dropped)
+//! ends them all at once instead of after their linger.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::ExecTarget;
 
@@ -30,6 +33,8 @@ type Key = (String, String);
 pub(crate) struct PodWatches {
     client: Client,
     map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>,
+    /// Ends every watch task (their owner is gone).
+    stop: CancellationToken,
 }
 
 /// State shared by a watch task and its subscribers.
@@ -49,7 +54,12 @@ pub(crate) struct PodWatch {
 impl PodWatches {
     /// No watches yet; they start on first use.
     pub(crate) fn new(client: Client) -> Self {
-        PodWatches { client, map: Arc::default() }
+        PodWatches { client, map: Arc::default(), stop: CancellationToken::new() }
+    }
+
+    /// Ends every watch task now; later subscriptions start none.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
     }
 
     /// Subscribes to the target's pod, starting a watch if none is open.
@@ -61,7 +71,9 @@ impl PodWatches {
             None => {
                 let shared = Arc::new(Shared { gone: watch::channel(None).0, users: Mutex::new((0, Instant::now())) });
                 map.insert(key.clone(), shared.clone());
-                tokio::spawn(run(self.client.clone(), key, shared.clone(), self.map.clone()));
+                if !self.stop.is_cancelled() {
+                    tokio::spawn(run(self.client.clone(), key, shared.clone(), self.map.clone(), self.stop.clone()));
+                }
                 shared
             }
         };
@@ -102,7 +114,13 @@ impl Drop for PodWatch {
 /// The entry goes before the task stops listening, under the map lock that
 /// `subscribe` holds while it counts a user: a subscriber either joins a
 /// watch that still runs or starts a new one, never one that is ending.
-async fn run(client: Client, key: Key, shared: Arc<Shared>, map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>) {
+async fn run(
+    client: Client,
+    key: Key,
+    shared: Arc<Shared>,
+    map: Arc<Mutex<HashMap<Key, Arc<Shared>>>>,
+    stop: CancellationToken,
+) {
     let api: Api<Pod> = Api::namespaced(client, &key.0);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", key.1));
     let mut events = watcher(api, config).default_backoff().boxed();
@@ -129,6 +147,7 @@ async fn run(client: Client, key: Key, shared: Arc<Shared>, map: Arc<Mutex<HashM
                 Some(Err(_)) => {}
                 None => break,
             },
+            () = stop.cancelled() => break,
             _ = idle.tick() => {
                 let mut map = map.lock().expect("pod watch map poisoned");
                 let users = shared.users.lock().expect("pod watch users poisoned");
@@ -210,5 +229,24 @@ mod tests {
         // A relist that no longer contains the pod.
         assert_eq!(t.observe(watcher::Event::Init), None);
         assert_eq!(t.observe(watcher::Event::InitDone), Some("no longer exists"));
+    }
+
+    #[tokio::test]
+    async fn stopping_ends_every_watch_task_at_once() {
+        // Nothing listens there: the watch keeps retrying, as during an outage.
+        let client = Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let watches = PodWatches::new(client);
+        let target = ExecTarget { namespace: "ns".into(), pod: "p".into(), container: None };
+        let subscription = watches.subscribe(&target);
+        drop(subscription);
+        assert_eq!(watches.map.lock().unwrap().len(), 1, "lingering for {LINGER:?}");
+        watches.stop();
+        for _ in 0..100 {
+            if watches.map.lock().unwrap().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the watch task outlived stop()");
     }
 }

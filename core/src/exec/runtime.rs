@@ -190,6 +190,14 @@ impl PodExecRuntime {
     }
 }
 
+impl Drop for PodExecRuntime {
+    /// The pod watches end with their owner (the drains are aborted by
+    /// their `JoinSet`), so nothing of a dropped provider keeps running.
+    fn drop(&mut self) {
+        self.watches.stop();
+    }
+}
+
 impl Runtime for PodExecRuntime {
     fn run<'a>(
         &'a self,

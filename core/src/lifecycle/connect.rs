@@ -15,8 +15,9 @@ use super::names::{self, SandboxId};
 use super::readiness::{self, Binding, Readiness};
 use super::resources::{bound_sandbox, deleting, ClaimObject, Kind, SandboxObject, LAUNCH_TYPE_LABEL};
 use super::waits::{self, Latest, Step};
-use super::{not_ours, Lifecycle, PodTarget};
+use super::{not_ours, Connected, Lifecycle};
 use crate::error::{Error, ErrorCode, Result};
+use crate::exec::ExecTarget;
 
 /// Latest state of the objects a connect watches.
 enum Seen {
@@ -58,7 +59,7 @@ impl Lifecycle {
     /// claim or Sandbox definitively no longer exists (404) or `id` cannot
     /// name one of this provider's (see [`Lifecycle::own_id`]); every other
     /// problem is an error, so Rivet keeps the id and retries later.
-    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<PodTarget>> {
+    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
         let Some(id) = self.own_id(id) else { return Ok(None) };
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
@@ -292,7 +293,7 @@ impl Lifecycle {
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
-    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<PodTarget> {
+    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<Connected> {
         let containers: Vec<&str> =
             pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
@@ -308,7 +309,8 @@ impl Lifecycle {
                 .map(|c| c.to_string())
                 .ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
-        Ok(PodTarget { namespace: id.namespace.clone(), pod: name.to_string(), container, fresh })
+        let target = ExecTarget { namespace: id.namespace.clone(), pod: name.to_string(), container: Some(container) };
+        Ok(Connected { target, fresh })
     }
 }
 

@@ -46,16 +46,14 @@ use ttl::Ttl;
 use crate::client::{api_error, Action, Connection};
 use crate::config::{Mode, ProviderConfig};
 use crate::error::{Error, ErrorCode, Result};
+use crate::exec::ExecTarget;
 
-/// The pod a connected sandbox runs in.
+/// A connected sandbox: where its commands run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodTarget {
-    /// Namespace of the pod.
-    pub namespace: String,
-    /// Pod name (= Sandbox name).
-    pub pod: String,
-    /// Container: the `container` option or the pod's first container.
-    pub container: String,
+pub struct Connected {
+    /// The pod (= Sandbox name) and container: the `container` option or the
+    /// pod's first.
+    pub target: ExecTarget,
     /// Created by this process and connected for the first time: no exec can
     /// have left processes in the pod, so there is nothing to sweep.
     pub fresh: bool,
