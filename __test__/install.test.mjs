@@ -1,4 +1,5 @@
-// Installed as a user would: `npm pack` of the root package and the
+// Installed as a user would: `npm pack` of the root package (prepublished as
+// the release does it, so it names its platform packages) and the
 // linux-x64-gnu platform package (with the addon this checkout built), and
 // of a stand-in @rivet-dev/sandbox-adapter that exposes `./kubernetes`;
 // `npm install <tarballs>` into an empty folder (no Rust, no repo); then
@@ -14,6 +15,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { namespace, skip } from "./cluster.mjs";
+import { prepublishedCopy } from "./prepublish.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
@@ -42,13 +44,16 @@ describe("installed from tarballs into an empty project", { skip: skip ?? (exist
     const platform = join(base, "linux-x64-gnu");
     cpSync(`${root}npm/linux-x64-gnu`, platform, { recursive: true });
     cpSync(addon, join(platform, `${pkg.napi.binaryName}.linux-x64-gnu.node`));
-    const tarballs = [root, platform, `${root}__test__/stand-in-sandbox-adapter`].map((folder) =>
+    // The root package as the release publishes it (with its optional dependencies).
+    const published = prepublishedCopy();
+    const tarballs = [published, platform, `${root}__test__/stand-in-sandbox-adapter`].map((folder) =>
       join(packs, run("npm", ["pack", "--silent", "--pack-destination", packs], folder).trim().split("\n").pop()),
     );
     dir = join(base, "app");
     mkdirSync(dir);
     writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...tarballs], dir);
+    rmSync(published, { recursive: true, force: true });
   });
   after(() => base && rmSync(base, { recursive: true, force: true }));
 

@@ -1,13 +1,16 @@
 // The package as npm will publish it: napi's targets, the npm/<platform>
-// packages, the root's optional dependencies and the generated loader agree;
+// packages, the optional dependencies `napi prepublish` gives the root, and
+// the generated loader agree;
 // `npm pack` contains exactly the files it should; a platform without an
 // addon gets a `config` error naming what to install. No cluster needed.
 
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
+import { prepublishedCopy } from "./prepublish.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
@@ -46,8 +49,17 @@ describe("packaging", () => {
       assert.deepEqual(sub.files, [file]);
       assert.match(loader, new RegExp(`require\\('${name.replace("/", "\\/")}'\\)`), `the loader loads ${name}`);
     }
-    assert.deepEqual(pkg.optionalDependencies, expectedDeps, "each platform package, at exactly the root's version");
     assert.equal(pkg.name, pkg.napi.packageName);
+    // Not in the repository's package.json (npm ci would want them in the
+    // lockfile before they exist): `napi prepublish` adds them at release.
+    assert.equal(pkg.optionalDependencies, undefined);
+    const copy = prepublishedCopy();
+    try {
+      const published = JSON.parse(readFileSync(join(copy, "package.json"), "utf8"));
+      assert.deepEqual(published.optionalDependencies, expectedDeps, "each platform package, at exactly the root's version");
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 
   test("npm pack contains exactly the package's files", () => {
