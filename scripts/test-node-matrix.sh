@@ -15,7 +15,7 @@ while (($#)); do
 	versions+=("$1"); shift
 done
 ((${#versions[@]})) || versions=(20 22 24)
-((${#files[@]})) || files=(__test__/)
+((${#files[@]})) || files=("$ROOT"/__test__/*.test.mjs)
 
 node_bin() {
 	local major=$1 dir

@@ -37,4 +37,4 @@ step "static checks"
 bash scripts/lint.sh
 
 step "JS integration tests"
-node --test --test-concurrency=1 __test__/
+node --test --test-concurrency=1 __test__/*.test.mjs
