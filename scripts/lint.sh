@@ -18,3 +18,10 @@ if [[ -n $unformatted ]]; then echo "gofmt would change: $unformatted" >&2; exit
 (cd dev/cluster && CGO_ENABLED=0 go vet -trimpath ./...)
 echo "lint: index.d.ts (tsc)"
 npx tsc -p __test__/tsconfig.json
+echo "lint: the committed loader is what napi generates"
+# native.cjs / native.d.ts are committed (the release's publish job packs them
+# without building); every `napi build` rewrites them.
+if [[ -f agent-sandbox-provider.linux-x64-gnu.node ]] && ! git diff --quiet -- native.cjs native.d.ts; then
+	echo "native.cjs or native.d.ts differ from what the last napi build generated: commit them" >&2
+	exit 1
+fi
