@@ -14,12 +14,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
-ZIG_VERSION=0.17.1
-ZIGBUILD_VERSION=0.24.1
+# shellcheck source=lib/release-tools.sh
+source "$ROOT/scripts/lib/release-tools.sh"
 GLIBC_FLOOR=2.17
 RUSTC_VERSION=$(rustc --version | awk '{print $2}')
-TOOLS=$CACHE/xtools-zig$ZIG_VERSION-zigbuild$ZIGBUILD_VERSION
 RUST_SRC=$CACHE/rust-src-$RUSTC_VERSION
 # Its own target dir: RUSTC_BOOTSTRAP changes every crate's fingerprint, so
 # sharing the dev target dir would rebuild both each time.
@@ -35,8 +33,6 @@ declare -A MACHINE=([x64]="X86-64" [arm64]="AArch64")
 ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl)
 
 log() { printf '[release] %s\n' "$*" >&2; }
-# shellcheck source=lib/private-apt.sh
-source "$ROOT/scripts/lib/private-apt.sh"
 
 tools() {
 	if [[ ! -x $TOOLS/venv/bin/cargo-zigbuild ]]; then

@@ -12,14 +12,13 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
+# shellcheck source=lib/release-tools.sh
+source "$ROOT/scripts/lib/release-tools.sh"
 NODE_ARM64=22.23.5
 # musl from trixie (1.2.5): zig 0.17 compiles the load check against musl 1.2.5's headers.
 SYSROOT=$CACHE/cross-sysroot-bookworm-musl1.2.5-v2
-ZIG="$CACHE/xtools-zig0.17.1-zigbuild0.24.1/venv/bin/python -m ziglang"
+ZIG="$TOOLS/venv/bin/python -m ziglang"
 log() { printf '[cross] %s\n' "$*" >&2; }
-# shellcheck source=lib/private-apt.sh
-source "$ROOT/scripts/lib/private-apt.sh"
 
 sysroot() {
 	[[ -x $SYSROOT/usr/bin/qemu-aarch64-static && -e $SYSROOT/arm64/node/bin/node ]] && return

@@ -1,4 +1,11 @@
-# Sourced by the release scripts. private_apt DIR SUITE...: an apt setup of
+# Sourced by the release scripts (release-build.sh, test-cross.sh): the
+# cross-build tools they share, cached by version, and private_apt.
+CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
+ZIG_VERSION=0.17.1
+ZIGBUILD_VERSION=0.24.1
+TOOLS=$CACHE/xtools-zig$ZIG_VERSION-zigbuild$ZIGBUILD_VERSION
+
+# private_apt DIR SUITE...: an apt setup of
 # its own under DIR (nothing system-wide changes) for this machine's Debian
 # mirror with the given suites, amd64 and arm64 packages; exports
 # APT_CONFIG and runs `apt-get update`. Packages are then fetched with
