@@ -31,7 +31,7 @@ describe("packaging", () => {
     return KEY[t][0];
   });
 
-  test("targets, npm/ packages, optional dependencies and the loader agree", () => {
+  test("targets, npm/ packages, optional dependencies and the loader agree", async () => {
     assert.deepEqual(readdirSync(`${root}npm`).sort(), [...keys].sort(), "one npm/ folder per target");
     const loader = readFileSync(`${root}native.cjs`, "utf8");
     const expectedDeps = {};
@@ -50,6 +50,8 @@ describe("packaging", () => {
       assert.match(loader, new RegExp(`require\\('${name.replace("/", "\\/")}'\\)`), `the loader loads ${name}`);
     }
     assert.equal(pkg.name, pkg.napi.packageName);
+    const { PREBUILT } = await import("../js/native.js");
+    assert.deepEqual([...PREBUILT].sort(), [...keys].sort(), "the loader's error names the platforms we build");
     // Not in the repository's package.json (npm ci would want them in the
     // lockfile before they exist): `napi prepublish` adds them at release.
     assert.equal(pkg.optionalDependencies, undefined);

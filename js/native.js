@@ -8,8 +8,8 @@ import { withCode } from "./errors.js";
 
 const require = createRequire(import.meta.url);
 const PACKAGE = "@rivet-dev/sandbox-adapter-kubernetes";
-/** Platforms with a prebuilt package (package.json `napi.targets`). */
-const PREBUILT = ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64", "win32-x64-msvc"];
+/** Platforms with a prebuilt package (package.json `napi.targets`; the packaging test keeps them equal). */
+export const PREBUILT = ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64", "win32-x64-msvc"];
 
 /** This process's platform as the packages name it, e.g. `linux-arm64-musl`. */
 export function platformKey() {
