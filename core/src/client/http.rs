@@ -47,7 +47,6 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client, ku
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(config.connect_timeout);
     // A peer that vanishes without closing (node or network gone) would leave
     // an exec or a watch waiting forever; probes end it within about a minute.
     http.set_keepalive(Some(KEEPALIVE_IDLE));
