@@ -262,7 +262,13 @@ func (m *podManager) mountsFor(pod *corev1.Pod, c *corev1.Container, dir string)
 }
 
 func (m *podManager) pvcPath(ns, name string) (string, error) {
+	// The informers can lag behind a volume bound a moment ago (seen right
+	// after a pod was re-created): on a miss, ask the API server.
+	ctx := context.Background()
 	pvc, err := m.pvcs.PersistentVolumeClaims(ns).Get(name)
+	if err != nil || pvc.Spec.VolumeName == "" {
+		pvc, err = m.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	}
 	if err != nil {
 		return "", fmt.Errorf("PVC %s/%s: %w", ns, name, err)
 	}
@@ -270,6 +276,9 @@ func (m *podManager) pvcPath(ns, name string) (string, error) {
 		return "", fmt.Errorf("PVC %s/%s is not bound", ns, name)
 	}
 	pv, err := m.pvs.Get(pvc.Spec.VolumeName)
+	if err != nil {
+		pv, err = m.client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	}
 	if err != nil {
 		return "", fmt.Errorf("PV %s: %w", pvc.Spec.VolumeName, err)
 	}
