@@ -35,11 +35,11 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
   });
   after(async () => {
     await box?.close();
-    proxy?.close();
+    await proxy?.close();
   });
 
-  test("the provider's traffic goes through the proxy", () => {
-    assert.ok(proxy.accepted > 0, "no connection went through the proxy");
+  test("the provider's traffic goes through the proxy", async () => {
+    assert.ok((await proxy.accepted()) > 0, "no connection went through the proxy");
   });
 
   test("a connection cut mid-exec fails the exec with connection_lost at once, and the command is killed", async () => {
@@ -47,7 +47,7 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
     const { run, running } = startToucher(box.sandbox, dir);
     await running;
     const t0 = Date.now();
-    proxy.cut();
+    await proxy.cut();
     await assert.rejects(run, (e) => e.code === "connection_lost" && /exec connection/.test(e.message));
     const elapsed = Date.now() - t0;
     console.log(`# cut detected in ${elapsed} ms`);
@@ -63,7 +63,7 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
     const { run, running } = startToucher(box.sandbox, dir);
     await running;
     const t0 = Date.now();
-    proxy.stall();
+    await proxy.stall();
     await assert.rejects(run, (e) => e.code === "connection_lost" && /stalled/.test(e.message));
     const elapsed = Date.now() - t0;
     console.log(`# stall detected in ${elapsed} ms`);
@@ -72,7 +72,7 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
     // The stalled connections are dead to the provider; end them as the
     // middlebox eventually would, then the next connect sweeps the command
     // if the engine's kill could not reach it.
-    proxy.cut();
+    await proxy.cut();
     const sandbox = await box.connect();
     assert.ok(await toucherDead(sandbox, dir), "the command outlived its stalled exec");
   });
