@@ -86,14 +86,17 @@ async fn timeout_kills_the_tree_including_reparented_children() {
 #[tokio::test]
 async fn a_term_ignoring_command_is_killed_after_the_grace() {
     let (engine, dir) = local_engine("ignoreterm");
-    let mut req = request("trap '' TERM; (trap '' TERM; sleep 4; touch child-ran) & sleep 100", dir.to_str().unwrap());
+    // The child's `sleep` carries the run's marker and is found before the
+    // subshell waiting for it: a KILL that reached the `sleep` while the
+    // subshell still ran would let it run `touch`.
+    let mut req = request("trap '' TERM; (trap '' TERM; sleep 60; touch child-ran) & sleep 100", dir.to_str().unwrap());
     req.timeout = Some(Duration::from_millis(300));
     let t0 = Instant::now();
     let r = engine.exec(target(), req).await.unwrap();
     assert!(r.timed_out);
     assert!(t0.elapsed() >= Duration::from_secs(2), "KILL came before the grace: {:?}", t0.elapsed());
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(!dir.join("child-ran").exists());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!dir.join("child-ran").exists(), "a shell of the tree ran on after its child was killed");
 }
 
 #[tokio::test]

@@ -9,8 +9,11 @@
 //! were re-parented to the pod's init), plus their descendants. It stops
 //! them (twice: the second pass catches children forked during the first),
 //! sends TERM, continues them, waits up to the grace period for them to go
-//! (zombies count as gone), then sends KILL to every process it found and
-//! any new descendant. A process that both
+//! (zombies count as gone), then sends KILL to every process it found and any
+//! new descendant. When some outlived the grace, they are all stopped again
+//! before the KILL, because KILL goes to one process after another: a
+//! running shell whose child was killed before it would go on to its next
+//! command in between. A process that both
 //! leaves the tree and clears its environment escapes.
 
 use super::wrapper::script_argv;
@@ -21,7 +24,7 @@ use super::wrapper::script_argv;
 /// ` <mark> …` marker values. `kc` adds the matching pids to `K`; `ks SIG`
 /// signals `K`; `kt TENTHS` terminates: STOP, TERM, CONT (all of the tree
 /// stopped first, so no shell in it sees a child die and prints
-/// "Terminated" before its own TERM lands), grace, KILL; `st PID` succeeds
+/// "Terminated" before its own TERM lands), grace, KILL (STOP first if any survived); `st PID` succeeds
 /// for a live process and sets `S` to its start time. Never pid 1 or the
 /// script itself. Roots come first in `K`, so they are signalled first. Without `local` in POSIX sh, the functions use (and
 /// clobber) `K S T P c e j l m q s v x a`: the scripts keep their own state
@@ -40,7 +43,7 @@ c=1;while [ -n "$c" ];do c=;for x in $T;do case " $P " in *" ${x#*:} "*) case " 
 ks(){ for q in $K;do kill -"$1" "$q";done 2>/dev/null;}
 kt(){ K=;kc;ks STOP;kc;ks STOP;ks TERM;ks CONT;j=0
 while [ "$j" -lt "$1" ];do a=;for q in $K;do st "$q"&&{ a=1;break;};done;[ -z "$a" ]&&break;sleep 0.1 2>/dev/null||sleep 1;j=$((j+1));done
-kc;ks KILL;}
+kc;[ -n "$a" ]&&{ ks STOP;kc;ks STOP;};ks KILL;}
 "#
     };
 }

@@ -149,11 +149,25 @@ pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: 
             }
         }
     };
-    let (followed, ()) = tokio::join!(follow(engine, target, &info.id, None, Some(tx), cancel.clone()), collect);
+    // An abort kills the tree at once, while the follower's own run is
+    // being stopped, not after it.
+    let followed_all = CancellationToken::new();
+    let following = async {
+        let (followed, ()) = tokio::join!(follow(engine, target, &info.id, None, Some(tx), cancel.clone()), collect);
+        followed_all.cancel();
+        followed
+    };
+    let stopping = async {
+        tokio::select! {
+            () = cancel.cancelled() => Some(terminate(engine, target, &info.id).await),
+            () = followed_all.cancelled() => None,
+        }
+    };
+    let (followed, terminated) = tokio::join!(following, stopping);
     let followed = match followed {
         Ok(f) => f,
         Err(e) => {
-            if e.code == ErrorCode::Aborted || retryable(&e) {
+            if terminated.is_none() && (e.code == ErrorCode::Aborted || retryable(&e)) {
                 let _ = terminate(engine, target, &info.id).await;
             }
             return Err(e);
