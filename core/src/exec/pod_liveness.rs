@@ -10,13 +10,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{watcher::watch_object, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ExecTarget;
@@ -122,8 +123,7 @@ async fn run(
     stop: CancellationToken,
 ) {
     let api: Api<Pod> = Api::namespaced(client, &key.0);
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", key.1));
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = watch_object(api, &key.1).default_backoff().boxed();
     let mut tracker = Tracker::default();
     let mut idle = tokio::time::interval(IDLE_CHECK);
     let retire = |map: &mut HashMap<Key, Arc<Shared>>| {
@@ -134,8 +134,8 @@ async fn run(
     loop {
         tokio::select! {
             event = events.next() => match event {
-                Some(Ok(event)) => {
-                    if let Some(reason) = tracker.observe(event) {
+                Some(Ok(pod)) => {
+                    if let Some(reason) = tracker.observe(pod.as_ref()) {
                         // Later execs (a resumed pod of the same name) get a new watch.
                         retire(&mut map.lock().expect("pod watch map poisoned"));
                         shared.gone.send_replace(Some(format!("pod {:?} in namespace {:?} {reason}", key.1, key.0)));
@@ -161,35 +161,20 @@ async fn run(
     retire(&mut map.lock().expect("pod watch map poisoned"));
 }
 
-/// Turns watch events into a verdict about the pod the watch first saw.
+/// Turns the watched pod's states into a verdict about the pod it first saw.
 #[derive(Default)]
 struct Tracker {
     uid: Option<String>,
-    listed: bool,
 }
 
 impl Tracker {
     /// `Some(reason)` when the pod is gone for the execs running in it.
-    fn observe(&mut self, event: watcher::Event<Pod>) -> Option<&'static str> {
-        match event {
-            watcher::Event::Init => {
-                self.listed = false;
-                None
-            }
-            watcher::Event::InitApply(pod) => {
-                self.listed = true;
-                self.check(&pod)
-            }
-            watcher::Event::Apply(pod) => self.check(&pod),
-            watcher::Event::InitDone => (!self.listed).then_some("no longer exists"),
-            watcher::Event::Delete(pod) => {
-                let same = self.uid.is_none() || pod.metadata.uid == self.uid;
-                same.then_some("was deleted")
-            }
-        }
-    }
-
-    fn check(&mut self, pod: &Pod) -> Option<&'static str> {
+    /// `pod` is `None` when the pod is absent (deleted, or missing from a
+    /// relist).
+    fn observe(&mut self, pod: Option<&Pod>) -> Option<&'static str> {
+        let Some(pod) = pod else {
+            return Some(if self.uid.is_some() { "was deleted" } else { "no longer exists" });
+        };
         match (&self.uid, &pod.metadata.uid) {
             (Some(seen), Some(now)) if seen != now => return Some("was replaced (its UID changed)"),
             (None, uid) => self.uid = uid.clone(),
@@ -218,17 +203,13 @@ mod tests {
     #[test]
     fn verdicts() {
         let mut t = Tracker::default();
-        assert_eq!(t.observe(watcher::Event::Init), None);
-        assert_eq!(t.observe(watcher::Event::InitApply(pod("a", false))), None);
-        assert_eq!(t.observe(watcher::Event::InitDone), None);
-        assert_eq!(t.observe(watcher::Event::Apply(pod("a", false))), None);
-        assert_eq!(t.observe(watcher::Event::Apply(pod("a", true))), Some("is being deleted"));
-        assert_eq!(t.observe(watcher::Event::Apply(pod("b", false))), Some("was replaced (its UID changed)"));
-        assert_eq!(t.observe(watcher::Event::Delete(pod("a", false))), Some("was deleted"));
-        assert_eq!(t.observe(watcher::Event::Delete(pod("b", false))), None);
-        // A relist that no longer contains the pod.
-        assert_eq!(t.observe(watcher::Event::Init), None);
-        assert_eq!(t.observe(watcher::Event::InitDone), Some("no longer exists"));
+        assert_eq!(t.observe(Some(&pod("a", false))), None);
+        assert_eq!(t.observe(Some(&pod("a", false))), None);
+        assert_eq!(t.observe(Some(&pod("a", true))), Some("is being deleted"));
+        assert_eq!(t.observe(Some(&pod("b", false))), Some("was replaced (its UID changed)"));
+        assert_eq!(t.observe(None), Some("was deleted"));
+        // Absent from the first list: the exec's own call reports the 404.
+        assert_eq!(Tracker::default().observe(None), Some("no longer exists"));
     }
 
     #[tokio::test]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::stream::{self, BoxStream};
 use futures::{StreamExt, TryStreamExt};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher::{self, watch_object};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -19,8 +20,9 @@ use crate::error::{Error, ErrorCode, Result};
 /// once it is absent (never created, or deleted).
 pub type Latest<K> = Option<K>;
 
-/// Watches the object `name` through `api`. Yields its state after the
-/// initial list and after every change. Transient errors are yielded too (the
+/// Watches the object `name` through `api` (kube-runtime's `watch_object`
+/// with its default backoff). Yields its state as listed and after every
+/// change. Transient errors are yielded too (the
 /// watcher retries with backoff); `resource` names the kind in messages.
 pub fn watch_named<K>(api: Api<K>, name: &str, resource: &'static str) -> BoxStream<'static, Result<Latest<K>>>
 where
@@ -28,28 +30,9 @@ where
 {
     let namespace = api.namespace().unwrap_or_default().to_string();
     let name_owned = name.to_string();
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    watcher(api, config)
+    watch_object(api, name)
         .default_backoff()
         .map_err(move |e| watch_error(e, resource, &name_owned, &namespace))
-        .scan(None::<K>, |initial, event| {
-            let out = match event {
-                Err(e) => Some(Err(e)),
-                Ok(watcher::Event::Init) => {
-                    *initial = None;
-                    None
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    *initial = Some(obj);
-                    None
-                }
-                Ok(watcher::Event::InitDone) => Some(Ok(initial.take())),
-                Ok(watcher::Event::Apply(obj)) => Some(Ok(Some(obj))),
-                Ok(watcher::Event::Delete(_)) => Some(Ok(None)),
-            };
-            futures::future::ready(Some(out))
-        })
-        .filter_map(futures::future::ready)
         .boxed()
 }
 
