@@ -22,7 +22,10 @@ export function wrapProcess(native) {
       return { chunks: r.chunks.map((c) => chunk(c.sequence, c.stream, c.data)), exit: r.exit ? exit(r.exit) : undefined, truncated: r.truncated };
     },
 
-    /** Streams chunks after `after` to `onOutput` as they are written; resolves the exit. */
+    /**
+     * Streams chunks after `after` to `onOutput` as they are written; resolves the exit.
+     * @param {any} [options] anything from a caller; checked here
+     */
     async follow(options = {}) {
       if (options === null || typeof options !== "object") throw invalidRequest("follow options must be an object");
       const { after, onOutput, signal } = options;
@@ -34,7 +37,10 @@ export function wrapProcess(native) {
       return { ...exit(end.exit), truncated: end.truncated };
     },
 
-    /** Resolves the exit once the process has ended, also long after. */
+    /**
+     * Resolves the exit once the process has ended, also long after.
+     * @param {any} [options]
+     */
     async wait(options = {}) {
       if (options === null || typeof options !== "object") throw invalidRequest("wait options must be an object");
       if (!isSignal(options.signal)) throw invalidRequest("signal must be an AbortSignal");

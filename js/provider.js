@@ -84,7 +84,7 @@ function safeCallback(onEvent) {
   return (event) => {
     try {
       onEvent(event);
-    } catch (err) {
+    } catch (/** @type {any} */ err) {
       process.emitWarning(`agent-sandbox-provider: onEvent threw: ${err?.stack ?? err}`);
     }
   };

@@ -25,6 +25,8 @@ export function wrapSandbox(native) {
      * each (default 16 MiB; `truncated` says bytes were left out) while the
      * command keeps running and onData/onStdout/onStderr get everything.
      * `encoding: "buffer"` returns stdout/stderr as Buffers.
+     * @param {unknown} command
+     * @param {any} [options] anything from a caller; checked here
      */
     async exec(command, options = {}) {
       if (typeof command !== "string") throw invalidRequest("command must be a string");
@@ -60,6 +62,8 @@ export function wrapSandbox(native) {
      * Starts `command` in the background and resolves once it runs, with a
      * SandboxProcess: follow its output by sequence, wait for its exit, write
      * its stdin, kill it; find it again with `process(id)` from anywhere.
+     * @param {unknown} command
+     * @param {any} [options]
      */
     async spawn(command, options = {}) {
       if (typeof command !== "string") throw invalidRequest("command must be a string");

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Static checks, run by scripts/test.sh and on their own (`npm run lint`):
-# Rust formatting and clippy (the lints in Cargo.toml, warnings as errors),
-# gofmt and go vet for the local control plane, and the type-level test of
-# index.d.ts. Fails on the first problem.
+# Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
+# rustdoc's link checks, gofmt and go vet for the local control plane, and
+# tsc over js/ (checkJs) and the type-level test of index.d.ts. Fails on the
+# first problem.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider/cargo-target}
@@ -11,11 +12,15 @@ echo "lint: rustfmt"
 cargo fmt --all --check
 echo "lint: clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "lint: rustdoc (broken or private intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "lint: gofmt, go vet (dev/cluster)"
 # The same flags as cluster.sh's builds, so vet reuses their compiled packages.
 unformatted=$(cd dev/cluster && gofmt -l cmd)
 if [[ -n $unformatted ]]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 (cd dev/cluster && CGO_ENABLED=0 go vet -trimpath ./...)
+echo "lint: js/ and index.js (tsc --checkJs, tsconfig.json)"
+npx tsc -p tsconfig.json
 echo "lint: index.d.ts (tsc)"
 npx tsc -p __test__/tsconfig.json
 echo "lint: the committed loader is what napi generates"

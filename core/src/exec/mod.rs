@@ -5,9 +5,9 @@
 //! Layout: [`wrapper`] is the fixed shell script around a user command (user
 //! input only as positional arguments) and [`trailer`] the line it ends each
 //! stream with; [`kill`] finds and kills a command's process tree;
-//! [`runtime`] is the transport ([`Runtime`], with [`PodExecRuntime`]
-//! speaking the pods/exec channel protocol); [`pod_liveness`] fails execs
-//! whose pod goes away; [`engine`] ties them together, handing output to a [`sink`];
+//! `runtime` is the transport seam ([`Runtime`]) and `websocket` its
+//! implementation ([`PodExecRuntime`], the pods/exec channel protocol); `pod_liveness` fails execs
+//! whose pod goes away; `engine` ties them together, handing output to a `sink`;
 //! [`status`] and [`output`] are the pure pieces.
 //!
 //! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`:
@@ -28,14 +28,16 @@ mod runtime;
 mod sink;
 pub mod status;
 pub mod trailer;
+mod websocket;
 pub mod wrapper;
 
 pub(crate) use engine::{aborted, script_status, Command};
 pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
-pub use runtime::{Liveness, PodExecRuntime, Release, Runtime};
+pub use runtime::{Release, Runtime};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
+pub use websocket::{Liveness, PodExecRuntime};
 
 /// Where commands run: a container of a pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

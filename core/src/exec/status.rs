@@ -1,7 +1,7 @@
 //! Decoding the channel-3 `metav1.Status` that ends an exec.
 //!
 //! The exit status comes only from this frame: a connection that ends without
-//! one is never reported as exit 0 (see [`super::runtime`]).
+//! one is never reported as exit 0 (see `websocket`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 

@@ -57,7 +57,7 @@ enum Outcome {
 impl Lifecycle {
     /// Connects to the sandbox `id` of `actor_id`. `Ok(None)` only when the
     /// claim or Sandbox definitively no longer exists (404) or `id` cannot
-    /// name one of this provider's (see [`Lifecycle::own_id`]); every other
+    /// name one of this provider's (see `Lifecycle::own_id`); every other
     /// problem is an error, so Rivet keeps the id and retries later.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
         let Some(id) = self.own_id(id) else { return Ok(None) };

@@ -114,7 +114,7 @@ fn new_id(started_at_ms: u64) -> String {
     format!("{started_at_ms:012x}{:08x}", h.finish() as u32)
 }
 
-/// Checks a process id from a caller: exactly what [`new_id`] makes.
+/// Checks a process id from a caller: exactly what `new_id` makes.
 pub fn check_id(id: &str) -> Result<()> {
     if id.len() == 20 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(())
