@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::{deliver_sequenced, SequencedCallback};
 use crate::errors::{invalid, to_napi};
-use crate::native_sandbox::{byte_count, timeout, NativeSandbox};
+use crate::native_sandbox::NativeSandbox;
+use sandbox_core::args::{byte_count, sequence, timeout_ms};
 
 /// Chunks queued between a follower and the JS callback.
 const DELIVERY_DEPTH: usize = 16;
@@ -158,17 +159,6 @@ fn stream_code(stream: Stream) -> u32 {
     }
 }
 
-/// An `after` sequence from JS: absent, or a safe non-negative integer.
-fn sequence(after: Option<f64>) -> napi::Result<Option<u64>> {
-    match after {
-        None => Ok(None),
-        Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => Ok(Some(v as u64)),
-        Some(v) => {
-            Err(invalid(format!("after must be a sequence number from a chunk (a non-negative integer), got {v}")))
-        }
-    }
-}
-
 #[napi]
 impl NativeProcess {
     /// Process id (pass to `sandbox.process(id)` to find it again).
@@ -199,7 +189,11 @@ impl NativeProcess {
     /// all output delivered.
     #[napi]
     pub async fn poll(&self, after: Option<f64>) -> napi::Result<NativeProcessPoll> {
-        let poll = self.sandbox.poll_process(&self.info.id, sequence(after)?).await.map_err(to_napi)?;
+        let poll = self
+            .sandbox
+            .poll_process(&self.info.id, sequence("after", after).map_err(to_napi)?)
+            .await
+            .map_err(to_napi)?;
         Ok(NativeProcessPoll {
             chunks: poll
                 .chunks
@@ -224,7 +218,7 @@ impl NativeProcess {
         #[napi(ts_arg_type = "((sequence: number, stream: number, chunk: Buffer) => void) | null | undefined")]
         on_output: Option<SequencedCallback>,
     ) -> napi::Result<NativeProcessTask> {
-        let after = sequence(after)?;
+        let after = sequence("after", after).map_err(to_napi)?;
         let (sandbox, id) = (self.sandbox.clone(), self.info.id.clone());
         Ok(start(move |cancel| async move {
             let followed = match on_output {
@@ -294,8 +288,9 @@ impl NativeSandbox {
     pub async fn spawn(&self, command: String, options: NativeSpawnOptions) -> napi::Result<NativeProcess> {
         let mut request = SpawnRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
-        request.timeout = timeout("timeoutMs", options.timeout_ms)?;
-        request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP)?;
+        request.timeout = timeout_ms("timeoutMs", options.timeout_ms).map_err(to_napi)?;
+        request.max_output_bytes =
+            byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP).map_err(to_napi)?;
         request.stdin = match (options.stdin, options.stdin_open.unwrap_or(false)) {
             (Some(_), true) => return Err(invalid("stdin is either bytes or true, not both")),
             (Some(bytes), false) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),

@@ -10,11 +10,11 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use bytes::Bytes;
 use napi::bindgen_prelude::{spawn, Buffer};
 use napi_derive::napi;
+use sandbox_core::args::{byte_count, timeout_ms};
 use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
 use tokio::sync::{mpsc, oneshot};
@@ -152,9 +152,10 @@ impl NativeSandbox {
     ) -> napi::Result<NativeExec> {
         let mut request = ExecRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
-        request.timeout = timeout("timeoutMs", options.timeout_ms)?;
+        request.timeout = timeout_ms("timeoutMs", options.timeout_ms).map_err(to_napi)?;
         request.max_output_bytes =
-            byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES as u64)?
+            byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES as u64)
+                .map_err(to_napi)?
                 .try_into()
                 .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
@@ -184,7 +185,7 @@ impl NativeSandbox {
     /// Reads a whole file (binary). `maxBytes` defaults to 100 MiB.
     #[napi]
     pub async fn read_file(&self, path: String, max_bytes: Option<f64>) -> napi::Result<Buffer> {
-        let max = byte_count("maxBytes", max_bytes, DEFAULT_MAX_READ_BYTES)?;
+        let max = byte_count("maxBytes", max_bytes, DEFAULT_MAX_READ_BYTES).map_err(to_napi)?;
         self.inner.read_file(&path, max).await.map(Buffer::from).map_err(to_napi)
     }
 
@@ -240,33 +241,5 @@ impl NativeSandbox {
     #[napi]
     pub async fn remove(&self, path: String, recursive: bool, force: bool) -> napi::Result<()> {
         self.inner.remove(&path, RemoveOptions { recursive, force }).await.map_err(to_napi)
-    }
-}
-
-/// Longest timeout accepted, in ms: `setTimeout`'s own limit (24.8 days).
-const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
-/// Largest byte count accepted: JS's largest exact integer.
-const MAX_BYTES: f64 = 9_007_199_254_740_991.0;
-
-/// A timeout in ms from JS: absent or 0 → none; otherwise a number in
-/// (0, [`MAX_TIMEOUT_MS`]].
-pub(crate) fn timeout(name: &str, value: Option<f64>) -> napi::Result<Option<Duration>> {
-    match value {
-        None => Ok(None),
-        Some(0.0) => Ok(None),
-        Some(ms) if ms > 0.0 && ms <= MAX_TIMEOUT_MS => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
-        Some(ms) => Err(invalid(format!(
-            "{name} must be a number of milliseconds from 0 (none) to {MAX_TIMEOUT_MS} (24.8 days), got {ms}"
-        ))),
-    }
-}
-
-/// A byte count from JS: absent → `default`; otherwise an integer in
-/// [0, [`MAX_BYTES`]].
-pub(crate) fn byte_count(name: &str, value: Option<f64>, default: u64) -> napi::Result<u64> {
-    match value {
-        None => Ok(default),
-        Some(v) if (0.0..=MAX_BYTES).contains(&v) && v.fract() == 0.0 => Ok(v as u64),
-        Some(v) => Err(invalid(format!("{name} must be a whole number of bytes from 0 to {MAX_BYTES}, got {v}"))),
     }
 }

@@ -4,6 +4,8 @@
 //! Modules, one concern each:
 //! - [`error`]: the error type with stable codes.
 //! - [`config`]: provider options, validated up front.
+//! - [`args`]: the numbers a caller passes to calls (timeouts, byte counts,
+//!   sequences), checked the same way everywhere.
 //! - [`client`]: building the Kubernetes client from the kubeconfig options, and
 //!   mapping API errors to [`error::Error`].
 //! - [`lifecycle`]: create / connect / suspend / destroy, readiness, TTL, events.
@@ -14,6 +16,7 @@
 //! - [`provider`]: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
 
+pub mod args;
 pub mod client;
 pub mod config;
 pub mod error;

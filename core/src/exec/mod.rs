@@ -7,7 +7,8 @@
 //! stream with; [`kill`] finds and kills a command's process tree;
 //! `runtime` is the transport seam ([`Runtime`]) and `websocket` its
 //! implementation ([`PodExecRuntime`], the pods/exec channel protocol); `pod_liveness` fails execs
-//! whose pod goes away; `engine` ties them together, handing output to a `sink`;
+//! whose pod goes away; `engine` ties them together (`request` has what a
+//! caller asks and gets), handing output to a `sink`;
 //! [`status`] and [`output`] are the pure pieces.
 //!
 //! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`:
@@ -23,6 +24,7 @@ mod engine;
 pub mod kill;
 pub mod output;
 mod pod_liveness;
+mod request;
 mod runs;
 mod runtime;
 mod sink;
@@ -31,9 +33,10 @@ pub mod trailer;
 mod websocket;
 pub mod wrapper;
 
+pub use engine::ExecEngine;
 pub(crate) use engine::{aborted, script_status, Command};
-pub use engine::{ExecEngine, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use output::{OutputChunk, Stream};
+pub use request::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use runtime::{Release, Runtime};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use std::future::Future;
 use tokio::sync::mpsc;
 
-use super::engine::ExecResult;
 use super::output::{HeadBuffer, OutputChunk, Stream};
+use super::request::ExecResult;
 use super::runtime::Release;
 use super::trailer::TrailerScanner;
 use super::wrapper::WrapperEnd;

@@ -1,0 +1,83 @@
+//! The numbers a caller passes to sandbox calls, checked the same way
+//! everywhere. They arrive as JavaScript numbers (`f64`): the binding hands
+//! them over unconverted, so every range and integer check lives here.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Longest timeout accepted, in ms: `setTimeout`'s own limit (24.8 days).
+pub const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
+/// Largest count accepted: JavaScript's largest exact integer.
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// A timeout in ms: absent or 0 → none; otherwise a number in
+/// (0, [`MAX_TIMEOUT_MS`]]. `name` is the option's name in the error.
+pub fn timeout_ms(name: &str, value: Option<f64>) -> Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(0.0) => Ok(None),
+        Some(ms) if ms > 0.0 && ms <= MAX_TIMEOUT_MS => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+        Some(ms) => Err(Error::invalid_request(format!(
+            "{name} must be a number of milliseconds from 0 (none) to {MAX_TIMEOUT_MS} (24.8 days), got {ms}"
+        ))),
+    }
+}
+
+/// A byte count: absent → `default`; otherwise a whole number in
+/// [0, [`MAX_SAFE_INTEGER`]].
+pub fn byte_count(name: &str, value: Option<f64>, default: u64) -> Result<u64> {
+    match value {
+        None => Ok(default),
+        Some(v) if whole(v) => Ok(v as u64),
+        Some(v) => Err(Error::invalid_request(format!(
+            "{name} must be a whole number of bytes from 0 to {MAX_SAFE_INTEGER}, got {v}"
+        ))),
+    }
+}
+
+/// An output sequence number to read after: absent, or a whole number in
+/// [0, [`MAX_SAFE_INTEGER`]].
+pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
+    match value {
+        None => Ok(None),
+        Some(v) if whole(v) => Ok(Some(v as u64)),
+        Some(v) => Err(Error::invalid_request(format!(
+            "{name} must be a sequence number from a chunk (a non-negative integer), got {v}"
+        ))),
+    }
+}
+
+/// NaN and the infinities fail the range check.
+fn whole(v: f64) -> bool {
+    (0.0..=MAX_SAFE_INTEGER).contains(&v) && v.fract() == 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(timeout_ms("t", None).unwrap(), None);
+        assert_eq!(timeout_ms("t", Some(0.0)).unwrap(), None);
+        assert_eq!(timeout_ms("t", Some(1.5)).unwrap(), Some(Duration::from_micros(1500)));
+        assert_eq!(timeout_ms("t", Some(MAX_TIMEOUT_MS)).unwrap(), Some(Duration::from_millis(2_147_483_647)));
+        for bad in [-1.0, MAX_TIMEOUT_MS + 1.0, f64::NAN, f64::INFINITY, -0.5] {
+            let e = timeout_ms("timeoutMs", Some(bad)).unwrap_err();
+            assert!(e.message.starts_with("timeoutMs must be"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn counts_and_sequences() {
+        assert_eq!(byte_count("b", None, 7).unwrap(), 7);
+        assert_eq!(byte_count("b", Some(0.0), 7).unwrap(), 0);
+        assert_eq!(byte_count("b", Some(MAX_SAFE_INTEGER), 7).unwrap(), 9_007_199_254_740_991);
+        assert_eq!(sequence("after", Some(3.0)).unwrap(), Some(3));
+        for bad in [-1.0, 1.5, MAX_SAFE_INTEGER * 2.0, f64::NAN, f64::NEG_INFINITY] {
+            assert!(byte_count("maxBytes", Some(bad), 0).unwrap_err().message.starts_with("maxBytes must be"));
+            assert!(sequence("after", Some(bad)).unwrap_err().message.starts_with("after must be"));
+        }
+    }
+}
