@@ -186,21 +186,28 @@ export interface SandboxEvent {
   message?: string;
 }
 
-/** Stable error codes (`error.code`). */
-export type ErrorCode =
-  | "config"
-  | "invalid_request"
-  | "not_found"
-  | "invalid_state"
-  | "forbidden"
-  | "timeout"
-  | "unavailable"
-  | "sandbox_failed"
-  | "connection_lost"
-  | "aborted"
-  | "too_large"
-  | "is_directory"
-  | "internal";
+/**
+ * The stable error codes (`error.code`) by name, e.g.
+ * `err.code === ErrorCode.NotFound` (`"not_found"`).
+ */
+export declare const ErrorCode: {
+  readonly Config: "config";
+  readonly InvalidRequest: "invalid_request";
+  readonly NotFound: "not_found";
+  readonly InvalidState: "invalid_state";
+  readonly Forbidden: "forbidden";
+  readonly Timeout: "timeout";
+  readonly Unavailable: "unavailable";
+  readonly SandboxFailed: "sandbox_failed";
+  readonly ConnectionLost: "connection_lost";
+  readonly Aborted: "aborted";
+  readonly TooLarge: "too_large";
+  readonly IsDirectory: "is_directory";
+  readonly Internal: "internal";
+};
+
+/** One of the stable error codes. */
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Errors thrown by the provider and sandboxes carry a stable `code`. */
 export interface SandboxError extends Error {

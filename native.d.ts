@@ -123,6 +123,12 @@ export declare class NativeSandbox {
   remove(path: string, recursive: boolean, force: boolean): Promise<void>
 }
 
+/**
+ * Every error code the addon can reject with, in the core's order;
+ * `js/errors.js` exports them as the `ErrorCode` object.
+ */
+export declare function errorCodes(): Array<string>
+
 /** Options of `startExec`; `js/sandbox.js` fills and checks the JS side. */
 export interface NativeExecOptions {
   /** Working directory; default: the sandbox's cwd. */

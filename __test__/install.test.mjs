@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,10 +19,12 @@ import { prepublishedCopy } from "./prepublish.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
-// The release build (scripts/release-build.sh, glibc 2.17 floor) when there
-// is one, else the addon this checkout built.
+// The newer of the release build (scripts/release-build.sh, glibc 2.17
+// floor) and the addon this checkout built: an old release build must not
+// stand in for the code under test.
 const released = `${root}npm/linux-x64-gnu/${pkg.napi.binaryName}.linux-x64-gnu.node`;
-const addon = existsSync(released) ? released : `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
+const built = `${root}${pkg.napi.binaryName}.linux-x64-gnu.node`;
+const addon = existsSync(released) && (!existsSync(built) || statSync(released).mtimeMs > statSync(built).mtimeMs) ? released : built;
 /** Runs a command; a failure's message carries its output. */
 function run(cmd, args, cwd) {
   try {

@@ -4,7 +4,13 @@
 // (stand-in-sandbox-adapter/index.d.ts, exactly as in
 // sandbox-adapter-interface.md §2, lineage A, rivet-dev/agents).
 
-import { agentSandboxProvider, type AgentSandboxProvider, type SandboxEvent } from "@rivet-dev/sandbox-adapter-kubernetes";
+import {
+  agentSandboxProvider,
+  ErrorCode,
+  type AgentSandboxProvider,
+  type SandboxError,
+  type SandboxEvent,
+} from "@rivet-dev/sandbox-adapter-kubernetes";
 
 import type {
   Sandbox,
@@ -87,3 +93,13 @@ async function processes(p: AgentSandboxProvider, c: SandboxActorContext): Promi
   return proc;
 }
 void processes;
+
+// ErrorCode is both the object of codes by name and their union type.
+function isMissing(err: SandboxError): boolean {
+  const code: ErrorCode = ErrorCode.NotFound;
+  // @ts-expect-error not a code
+  const wrong: ErrorCode = "not-found";
+  void wrong;
+  return err.code === code;
+}
+void isMissing;

@@ -1,9 +1,23 @@
-// Native errors → JS errors with a stable `code`.
+// Native errors → JS errors with a stable `code`, and the `ErrorCode` object.
 //
 // The addon rejects with messages of the form "[code] message" (napi-rs can
 // only attach its own status names as `code`; see src/errors.rs). fromNative
 // turns such an error into an Error whose message is the core message and
 // whose `code` is the core code; "aborted" becomes an AbortError.
+
+import { native } from "./native.js";
+
+/**
+ * The codes the addon rejects with (the core's ErrorCode), by name:
+ * `ErrorCode.NotFound === "not_found"`.
+ * @type {Readonly<Record<string, string>>}
+ */
+export const ErrorCode = Object.freeze(
+  Object.fromEntries(
+    native.errorCodes().map((/** @type {string} */ code) => [code.replace(/(?:^|_)([a-z])/g, (_, c) => c.toUpperCase()), code]),
+  ),
+);
+const KNOWN = new Set(Object.values(ErrorCode));
 
 const PREFIX = /^\[([a-z_]+)\] ([\s\S]*)$/;
 
@@ -35,6 +49,7 @@ export function fromNative(err) {
     return err;
   }
   const [, code, message] = m;
+  if (!KNOWN.has(code)) return withCode(new Error(err.message), "internal");
   return code === "aborted" ? abortError() : withCode(new Error(message), code);
 }
 

@@ -4,7 +4,6 @@
 // and the package to install, instead of the loader's generic message.
 
 import { createRequire } from "node:module";
-import { withCode } from "./errors.js";
 
 const require = createRequire(import.meta.url);
 const PACKAGE = "@rivet-dev/sandbox-adapter-kubernetes";
@@ -40,7 +39,8 @@ function load() {
         `--no-optional / --omit=optional. Linux builds need glibc 2.17 or newer, or musl.`
       : `${PACKAGE} has no prebuilt native addon for ${key} (Node ${process.version}); prebuilt: ${PREBUILT.join(", ")}. ` +
         `Build it from source (cargo and \`npx napi build --platform --release\`) to use it here.`;
-    throw withCode(new Error(message, { cause }), "config");
+    // errors.js needs the addon, so the code is set here by hand.
+    throw Object.assign(new Error(message, { cause }), { code: "config" });
   }
 }
 

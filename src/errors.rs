@@ -7,7 +7,8 @@
 //! `ErrorCode::as_str()` (`name` is `AbortError` for `aborted`). Every JS
 //! entry point goes through that wrapper, so users never see the prefix.
 
-use sandbox_core::Error;
+use napi_derive::napi;
+use sandbox_core::{Error, ErrorCode};
 
 /// The napi error carrying a core error as `[code] message`.
 pub fn to_napi(e: Error) -> napi::Error {
@@ -17,4 +18,11 @@ pub fn to_napi(e: Error) -> napi::Error {
 /// An `invalid_request` error for a bad argument from JS.
 pub fn invalid(message: impl Into<String>) -> napi::Error {
     to_napi(Error::invalid_request(message))
+}
+
+/// Every error code the addon can reject with, in the core's order;
+/// `js/errors.js` exports them as the `ErrorCode` object.
+#[napi]
+pub fn error_codes() -> Vec<&'static str> {
+    ErrorCode::ALL.iter().map(|c| c.as_str()).collect()
 }

@@ -1,2 +1,2 @@
-export { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
+export { agentSandboxProvider, ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
 export type * from "@rivet-dev/sandbox-adapter-kubernetes";

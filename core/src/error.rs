@@ -31,11 +31,29 @@ pub enum ErrorCode {
     TooLarge,
     /// A path is a directory where a file was expected, or the reverse.
     IsDirectory,
-    /// Anything else; the message says what.
+    /// Anything else; the message says what. Stays last (see `ALL`).
     Internal,
 }
 
 impl ErrorCode {
+    /// Every code, in declaration order (the addon exports them as
+    /// `ErrorCode`).
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::Config,
+        ErrorCode::InvalidRequest,
+        ErrorCode::NotFound,
+        ErrorCode::InvalidState,
+        ErrorCode::Forbidden,
+        ErrorCode::Timeout,
+        ErrorCode::Unavailable,
+        ErrorCode::SandboxFailed,
+        ErrorCode::ConnectionLost,
+        ErrorCode::Aborted,
+        ErrorCode::TooLarge,
+        ErrorCode::IsDirectory,
+        ErrorCode::Internal,
+    ];
+
     /// The snake_case name exposed to JS.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -144,5 +162,13 @@ mod tests {
         assert!(s.len() < 300 && s.ends_with(": File name too long"), "{s}");
         assert!(s.contains("(4886 more)"), "{s}");
         assert_eq!(quoted("a b"), "\"a b\"");
+    }
+
+    #[test]
+    fn all_lists_every_code_once_in_order() {
+        assert_eq!(ErrorCode::ALL.len(), ErrorCode::Internal as usize + 1);
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(*code as usize, i, "{code}");
+        }
     }
 }
