@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{spawn, Unknown};
+use napi::bindgen_prelude::Unknown;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
@@ -82,10 +82,7 @@ impl NativeProvider {
     /// best effort and the next activity retries.
     #[napi]
     pub fn touch(&self, id: String) {
-        let inner = self.inner.clone();
-        spawn(async move {
-            let _ = inner.touch(&id).await;
-        });
+        self.inner.touch_in_background(&id);
     }
 
     /// Suspends the sandbox (per the `suspend` option).

@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
 use crate::client;
 use crate::config::ProviderConfig;
 use crate::error::{Error, Result};
@@ -13,9 +17,14 @@ use crate::sandbox::Sandbox;
 /// One provider configuration: a Kubernetes client, the lifecycle and one
 /// exec engine shared by every sandbox it connects.
 pub struct Provider {
-    lifecycle: Lifecycle,
+    lifecycle: Arc<Lifecycle>,
     engine: ExecEngine,
     config: Arc<ProviderConfig>,
+    /// The provider's own background work (TTL touches), on the runtime it
+    /// was built in; cancelled when the provider is dropped.
+    background: TaskTracker,
+    stop: CancellationToken,
+    runtime: Handle,
 }
 
 impl Provider {
@@ -25,7 +34,14 @@ impl Provider {
         let conn = client::connect(&config.kube_config).await?;
         let engine = ExecEngine::new(conn.client.clone(), config.max_concurrent_execs);
         let config = Arc::new(config);
-        Ok(Provider { lifecycle: Lifecycle::new(&conn, config.clone(), on_event), engine, config })
+        Ok(Provider {
+            lifecycle: Arc::new(Lifecycle::new(&conn, config.clone(), on_event)),
+            engine,
+            config,
+            background: TaskTracker::new(),
+            stop: CancellationToken::new(),
+            runtime: Handle::current(),
+        })
     }
 
     /// Starts provisioning a sandbox for `actor_id`; returns its id.
@@ -66,6 +82,27 @@ impl Provider {
         self.lifecycle.touch(id).await
     }
 
+    /// [`Provider::touch`] in the background, from any thread: best effort
+    /// (the next activity retries), and it ends with the provider instead of
+    /// outliving it.
+    pub fn touch_in_background(&self, id: &str) {
+        let (lifecycle, stop, id) = (self.lifecycle.clone(), self.stop.clone(), id.to_owned());
+        self.background.spawn_on(
+            async move {
+                tokio::select! {
+                    _ = lifecycle.touch(&id) => {}
+                    () = stop.cancelled() => {}
+                }
+            },
+            &self.runtime,
+        );
+    }
+
+    /// Background tasks still running (for tests and diagnostics).
+    pub fn background_tasks(&self) -> usize {
+        self.background.len()
+    }
+
     /// Suspends the sandbox (deletes its pod) or, with `suspend: "none"`,
     /// only moves the TTL.
     ///
@@ -93,5 +130,13 @@ fn check_actor(actor_id: &str) -> Result<()> {
         Err(Error::invalid_request("the actor context has no actorId"))
     } else {
         Ok(())
+    }
+}
+
+impl Drop for Provider {
+    /// Background touches end with their owner.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.background.close();
     }
 }
