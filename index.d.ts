@@ -190,7 +190,7 @@ export interface SandboxEvent {
  * The stable error codes (`error.code`) by name, e.g.
  * `err.code === ErrorCode.NotFound` (`"not_found"`).
  */
-export declare const ErrorCode: {
+export const ErrorCode: {
   readonly Config: "config";
   readonly InvalidRequest: "invalid_request";
   readonly NotFound: "not_found";

@@ -12,7 +12,7 @@ const read = (path) => readFileSync(new URL(`../${path}`, import.meta.url), "utf
 
 test("core, index.d.ts and README list the same error codes", () => {
   const core = [...read("core/src/error.rs").matchAll(/ErrorCode::\w+ => "([a-z_]+)"/g)].map((m) => m[1]);
-  const declared = /export declare const ErrorCode: \{([^}]+)\}/.exec(read("index.d.ts"))[1];
+  const declared = /export const ErrorCode: \{([^}]+)\}/.exec(read("index.d.ts"))[1];
   const dts = Object.fromEntries([...declared.matchAll(/readonly (\w+): "([a-z_]+)";/g)].map((m) => [m[1], m[2]]));
   const readme = /Every rejection is an `Error` with a stable `code`: ([^.]+)\./.exec(read("README.md").replace(/\n/g, " "))[1]
     .match(/`([a-z_]+)`/g)
@@ -23,4 +23,7 @@ test("core, index.d.ts and README list the same error codes", () => {
   assert.ok(Object.isFrozen(ErrorCode));
   assert.deepEqual({ ...ErrorCode }, dts, "index.d.ts declares the exported object");
   assert.deepEqual([...readme].sort(), [...core].sort(), "README");
+  const troubleshooting = /### Troubleshooting\n([\s\S]*?)\n### /.exec(read("README.md"))[1];
+  const rows = [...troubleshooting.matchAll(/^\| `([a-z_]+)` \|/gm)].map((m) => m[1]);
+  assert.deepEqual(rows, core, "README's troubleshooting table: one row per code, in the core's order");
 });

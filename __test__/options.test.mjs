@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import * as pkg from "@rivet-dev/sandbox-adapter-kubernetes";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
@@ -23,8 +24,11 @@ function configError(options, ...fragments) {
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
-test("the package exports exactly what index.d.ts declares", () => {
-  assert.deepEqual(Object.keys(pkg), ["agentSandboxProvider"]);
+test("the package exports exactly the values index.d.ts declares", () => {
+  const dts = readFileSync(new URL("../index.d.ts", import.meta.url), "utf8");
+  const declared = [...dts.matchAll(/^export (?:declare )?(?:function|const) (\w+)/gm)].map((m) => m[1]);
+  assert.deepEqual(Object.keys(pkg).sort(), declared.sort());
+  assert.deepEqual(declared.sort(), ["ErrorCode", "agentSandboxProvider"]);
 });
 
 test("a valid warm-pool configuration gives a plain provider object with defaults", () => {

@@ -6,7 +6,7 @@
 # first problem.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider/cargo-target}
+source scripts/lib/cargo-env.sh
 
 echo "lint: rustfmt"
 cargo fmt --all --check

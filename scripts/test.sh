@@ -12,9 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
-# Rust build output is cached outside the checkout, like the Go binaries, so
-# a fresh clone on a machine that built before does not rebuild from nothing.
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider/cargo-target}
+# Rust build output is cached outside the checkout, like the Go binaries.
+source scripts/lib/cargo-env.sh
 
 step "npm install"
 if [[ -f package-lock.json ]]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi

@@ -15,6 +15,7 @@
 //! - [`sandbox`]: a connected sandbox (exec and files on one pod).
 //! - [`provider`]: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
+//! - [`trace`](mod@trace): `AGENT_SANDBOX_LOG=debug` tracing on stderr (no secrets).
 
 pub mod args;
 pub mod client;
@@ -26,6 +27,7 @@ pub mod lifecycle;
 pub mod process;
 pub mod provider;
 pub mod sandbox;
+pub mod trace;
 
 pub use error::{Error, ErrorCode, Result};
 pub use provider::Provider;

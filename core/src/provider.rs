@@ -1,9 +1,11 @@
 //! [`Provider`]: the lifecycle plus the exec engine — what the binding
 //! exposes as the provider object.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::runtime::Handle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -13,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::exec::ExecEngine;
 use crate::lifecycle::{EventSink, Lifecycle};
 use crate::sandbox::Sandbox;
+use crate::trace;
 
 /// One provider configuration: a Kubernetes client, the lifecycle and one
 /// exec engine shared by every sandbox it connects.
@@ -52,7 +55,7 @@ impl Provider {
     /// it (the name derives from the actor id) instead of making another.
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         check_actor(actor_id)?;
-        self.lifecycle.create(actor_id).await
+        traced("create", actor_id, self.lifecycle.create(actor_id), |id| format!("made {id}")).await
     }
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
@@ -66,7 +69,13 @@ impl Provider {
     /// effect (the sandbox keeps starting); the next `connect` waits for it.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
-        let Some(connected) = self.lifecycle.connect(actor_id, id).await? else { return Ok(None) };
+        let connected = traced("connect", id, self.lifecycle.connect(actor_id, id), |c| match c {
+            Some(c) => {
+                format!("ready in {}/{}{}", c.target.namespace, c.target.pod, if c.fresh { " (fresh)" } else { "" })
+            }
+            None => "gone".to_owned(),
+        });
+        let Some(connected) = connected.await? else { return Ok(None) };
         let target = connected.target;
         // An exec costs as much as the rest of a warm connect: skip it where
         // no process can have been left behind.
@@ -111,7 +120,7 @@ impl Provider {
     /// a later `connect` waits for it to finish and resumes.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
-        self.lifecycle.suspend(actor_id, id).await
+        traced("suspend", id, self.lifecycle.suspend(actor_id, id), |()| "done".to_owned()).await
     }
 
     /// Deletes the sandbox and everything it owns; idempotent.
@@ -121,8 +130,29 @@ impl Provider {
     /// the wait for it ends); calling `destroy` again finishes the wait.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
-        self.lifecycle.destroy(actor_id, id).await
+        traced("destroy", id, self.lifecycle.destroy(actor_id, id), |()| "done".to_owned()).await
     }
+}
+
+/// Runs one lifecycle call, tracing its start and how it ended (see [`trace`](mod@trace)).
+async fn traced<T>(
+    op: &str,
+    subject: &str,
+    call: impl Future<Output = Result<T>>,
+    describe: impl FnOnce(&T) -> String,
+) -> Result<T> {
+    if !trace::enabled() {
+        return call.await;
+    }
+    trace!("{op} {subject}: start");
+    let start = Instant::now();
+    let result = call.await;
+    let how = match &result {
+        Ok(value) => describe(value),
+        Err(e) => format!("failed: {} ({})", e.code, e.message),
+    };
+    trace!("{op} {subject}: {how} after {} ms", start.elapsed().as_millis());
+    result
 }
 
 fn check_actor(actor_id: &str) -> Result<()> {

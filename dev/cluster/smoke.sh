@@ -63,7 +63,7 @@ SBX=$(sandbox_name)
 SBX_HASH=$("${A[@]}" get sandbox "$SBX" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/sandbox-name-hash}' 2>/dev/null ||
 	"${A[@]}" get pod "$SBX" -o jsonpath='{.metadata.labels.agents\.x-k8s\.io/sandbox-name-hash}')
 check "its pod accepts exec" xc sh -c 'echo hi; test "$(pwd)" = /'
-check "the pod's env from its spec applies" xc sh -c 'test "$SANDBOX_POOL" = workspace && test "$(hostname)" = "$HOSTNAME"'
+check "the pod's env from its spec applies" xc sh -c 'test "$WORKSPACE" = /workspace && test "$(hostname)" = "$HOSTNAME"'
 check "GNU stat, timeout, find and grep are there" xc sh -c 'stat -c "%F|%s" / && timeout 5 true && find / -maxdepth 0 && echo x | grep -q x'
 check "exit code 3 comes back as 3" exit_code_is
 check "cat over stdin terminates at EOF" stdin_eof

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::kill;
 use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::request::{ExecRequest, ExecResult};
-use super::runs::Runs;
+use super::runs::{RunGuard, Runs};
 use super::runtime::{Release, Runtime};
 use super::sink::{Collector, Sink, Wrapped};
 use super::status::Completion;
@@ -32,6 +32,7 @@ use super::websocket::PodExecRuntime;
 use super::wrapper::{self, CommandSpec, WrapperCall, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{quoted, shorten, Error, ErrorCode, Result};
+use crate::trace;
 
 /// Chunks buffered between the runtime and a consumer (one WebSocket frame each).
 const CHANNEL_DEPTH: usize = 16;
@@ -130,9 +131,42 @@ impl ExecEngine {
         command: Command,
         sink: &mut impl Sink,
     ) -> Result<RunEnd> {
+        let run = self.inner.runs.start();
+        if !trace::enabled() {
+            return self.run_started(target, run, command, sink).await;
+        }
+        let id = run.id.clone();
+        let names: Vec<&str> = command.env.iter().map(|(name, _)| name.as_str()).collect();
+        trace!(
+            "exec {id} in {}/{}: start ({} command bytes, {} stdin bytes, env {names:?}, cwd {:?})",
+            target.namespace,
+            target.pod,
+            command.command.len(),
+            command.stdin.as_ref().map_or(0, Bytes::len),
+            command.cwd
+        );
+        let start = Instant::now();
+        let end = self.run_started(target, run, command, sink).await;
+        let how = match &end {
+            Ok(RunEnd::Exited(code)) => format!("exit {code}"),
+            Ok(RunEnd::TimedOut) => "timed out, killed".to_owned(),
+            Ok(RunEnd::Released) => "released".to_owned(),
+            Err(e) => format!("failed: {}", e.code),
+        };
+        trace!("exec {id}: {how} after {} ms", start.elapsed().as_millis());
+        end
+    }
+
+    /// [`ExecEngine::run_command`] for a run already recorded.
+    async fn run_started(
+        &self,
+        target: &ExecTarget,
+        run: RunGuard,
+        command: Command,
+        sink: &mut impl Sink,
+    ) -> Result<RunEnd> {
         let Command { command, cwd, env, stdin, timeout, cancel, capped } = command;
         let stdin = stdin.filter(|s| !s.is_empty());
-        let run = self.inner.runs.start();
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
         let WrapperCall { argv, stdin_prefix } = wrapper::wrapper_argv(&run.id, &spec, run.cleanup_bound)?;
         let stdin = match (stdin_prefix, stdin) {

@@ -80,6 +80,14 @@ impl Emitter {
 
     /// Emits `kind` with optional sandbox name, node and message.
     pub fn emit(&self, kind: EventKind, sandbox: Option<&str>, node: Option<&str>, message: Option<&str>) {
+        crate::trace!(
+            "  {} {kind:?} after {} ms{}{}{}",
+            self.id,
+            self.elapsed_ms(),
+            sandbox.map(|s| format!(", sandbox {s}")).unwrap_or_default(),
+            node.map(|n| format!(", node {n}")).unwrap_or_default(),
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        );
         if let Some(sink) = &self.sink {
             sink(Event {
                 kind,
