@@ -33,7 +33,11 @@ export function buildFloor(log) {
  */
 export function buildPackage(log) {
   log("package: npm run build (release addon)");
-  sh("npm", ["run", "build"], loud);
+  // The Rust target dir the test and demo scripts share (scripts/lib/cargo-env.sh), so a bench
+  // after the tests reuses their release build instead of making its own from nothing.
+  const cache = process.env.XDG_CACHE_HOME ?? `${os.homedir()}/.cache`;
+  const env = { ...process.env, CARGO_TARGET_DIR: process.env.CARGO_TARGET_DIR ?? `${cache}/agent-sandbox-provider/cargo-target` };
+  sh("npm", ["run", "build"], { ...loud, env });
   const built = `${ROOT}agent-sandbox-provider.linux-x64-gnu.node`;
   if (statSync(built).size > 64 * 2 ** 20) throw new Error(`${built} looks like a debug build`);
   const addon = `${BENCH}.addon/agent-sandbox-provider.node`;
