@@ -1,8 +1,8 @@
-// Through an HTTP CONNECT proxy (connect-proxy.mjs) named by the kubeconfig's
-// `proxy-url`, as teams behind corporate proxies configure it: every request
-// and every exec goes through the tunnel, credentials in the URL reach the
-// proxy, and a loopback cluster is never sent to an HTTPS_PROXY from the
-// environment (as kubectl).
+// Through an HTTP CONNECT proxy (connect-proxy.mjs) or a SOCKS5 proxy
+// (socks-proxy.mjs) named by the kubeconfig's `proxy-url`, as teams behind
+// corporate proxies configure it: every request and every exec goes through
+// the tunnel, credentials in the URL reach the proxy, and a loopback cluster
+// is never sent to an HTTPS_PROXY from the environment (as kubectl).
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -12,6 +12,7 @@ import { after, describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, namespace, skip } from "./cluster.mjs";
 import { connectProxy } from "./connect-proxy.mjs";
+import { socksProxy } from "./socks-proxy.mjs";
 
 const kubeconfig = () => readFileSync(process.env.KUBECONFIG, "utf8");
 /** The API server's `host:port`. */
@@ -82,5 +83,60 @@ describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
       encoding: "utf8",
     });
     assert.equal(out.trim(), "undefined", "a missing sandbox, found without the proxy");
+  });
+});
+
+describe("through a SOCKS5 proxy", { skip, timeout: 300_000 }, () => {
+  const proxies = [];
+  after(() => proxies.forEach((p) => p.close()));
+
+  /** create, connect, an exec and a file round trip, destroy, with `kubeConfig`. */
+  async function lifecycle(kubeConfig, label) {
+    const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", kubeConfig });
+    const ctx = { actorId: actorId(label) };
+    const id = await p.create(ctx);
+    try {
+      const sandbox = await p.connect(ctx, id);
+      assert.equal((await sandbox.exec("echo socks")).stdout, "socks\n");
+      await sandbox.writeFile("/tmp/socks.txt", "via socks");
+      assert.equal(Buffer.from(await sandbox.readFile("/tmp/socks.txt")).toString(), "via socks");
+    } finally {
+      await p.destroy(ctx, id);
+    }
+  }
+
+  test("socks5h:// with a username and password: everything goes through the proxy", async () => {
+    const proxy = await socksProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } });
+    proxies.push(proxy);
+    await lifecycle(withProxyUrl(proxy.url.replace("socks5://", "socks5h://agent:s3cr%25t@")), "socks5h");
+    assert.ok(proxy.seen.tunnels > 0);
+    assert.deepEqual([...proxy.seen.targets], [ONLY_VIA_PROXY], "every tunnel asked for the configured server");
+    assert.equal(proxy.seen.refused, 0, "the URL's credentials were sent (percent-decoded)");
+    assert.ok(proxy.seen.users.every((u) => u === "agent"));
+  });
+
+  test("socks5:// without credentials", async () => {
+    const proxy = await socksProxy({ routes: { [ONLY_VIA_PROXY]: apiServer() } });
+    proxies.push(proxy);
+    await lifecycle(withProxyUrl(proxy.url), "socks5");
+    assert.ok(proxy.seen.tunnels > 0);
+    assert.deepEqual(proxy.seen.users, []);
+  });
+
+  test("a SOCKS5 proxy that refuses the login is `unavailable`, without the password", async () => {
+    const proxy = await socksProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } });
+    proxies.push(proxy);
+    const p = agentSandboxProvider({
+      namespace,
+      warmPool: "pool-ephemeral",
+      suspend: "none",
+      kubeConfig: withProxyUrl(proxy.url.replace("//", "//agent:wrong-password@")),
+    });
+    await assert.rejects(p.create({ actorId: actorId("socks-refused") }), (e) => {
+      assert.equal(e.code, "unavailable", e.message);
+      assert.doesNotMatch(e.message, /wrong-password/);
+      return true;
+    });
+    assert.ok(proxy.seen.refused > 0);
   });
 });
