@@ -27,25 +27,41 @@ function withProxyUrl(url) {
     .replace(/(\n(\s*)server: .*)/, `$1\n$2proxy-url: ${url}`);
 }
 
-describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
-  const proxies = [];
-  after(() => proxies.forEach((p) => p.close()));
+/** Proxies started by the tests, closed at the end. */
+const proxies = [];
+after(() => proxies.forEach((p) => p.close()));
+/** `proxy`, to be closed at the end. */
+const started = (proxy) => (proxies.push(proxy), proxy);
 
+/** create, connect, an exec and a file round trip, destroy, with `kubeConfig`. */
+async function lifecycle(kubeConfig, label) {
+  const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", kubeConfig });
+  const ctx = { actorId: actorId(label) };
+  const id = await p.create(ctx);
+  try {
+    const sandbox = await p.connect(ctx, id);
+    assert.equal((await sandbox.exec(`echo ${label}`)).stdout, `${label}\n`);
+    await sandbox.writeFile(`/tmp/${label}.txt`, `via ${label}`);
+    assert.equal(Buffer.from(await sandbox.readFile(`/tmp/${label}.txt`)).toString(), `via ${label}`);
+  } finally {
+    await p.destroy(ctx, id);
+  }
+}
+
+/** A create through `proxyUrl` (whose password is "wrong-password") is `unavailable`, without the password. */
+async function refusedLogin(proxyUrl, label) {
+  const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", kubeConfig: withProxyUrl(proxyUrl) });
+  await assert.rejects(p.create({ actorId: actorId(label) }), (e) => {
+    assert.equal(e.code, "unavailable", e.message);
+    assert.doesNotMatch(e.message, /wrong-password/);
+    return true;
+  });
+}
+
+describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
   test("create, connect, exec, files and destroy all go through the proxy's tunnels", async () => {
-    const proxy = await connectProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } });
-    proxies.push(proxy);
-    const url = proxy.url.replace("//", "//agent:s3cr%25t@");
-    const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", kubeConfig: withProxyUrl(url) });
-    const ctx = { actorId: actorId("proxied") };
-    const id = await p.create(ctx);
-    try {
-      const sandbox = await p.connect(ctx, id);
-      assert.equal((await sandbox.exec("echo through")).stdout, "through\n");
-      await sandbox.writeFile("/tmp/proxied.txt", "via proxy");
-      assert.equal(Buffer.from(await sandbox.readFile("/tmp/proxied.txt")).toString(), "via proxy");
-    } finally {
-      await p.destroy(ctx, id);
-    }
+    const proxy = started(await connectProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } }));
+    await lifecycle(withProxyUrl(proxy.url.replace("//", "//agent:s3cr%25t@")), "proxied");
     // The server named in the kubeconfig is a closed port: all of that
     // worked only through the tunnels.
     assert.ok(proxy.seen.tunnels > 0);
@@ -54,19 +70,8 @@ describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
   });
 
   test("a proxy that refuses the credentials is an error naming the failure, without the password", async () => {
-    const proxy = await connectProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } });
-    proxies.push(proxy);
-    const p = agentSandboxProvider({
-      namespace,
-      warmPool: "pool-ephemeral",
-      suspend: "none",
-      kubeConfig: withProxyUrl(proxy.url.replace("//", "//agent:wrong-password@")),
-    });
-    await assert.rejects(p.create({ actorId: actorId("refused") }), (e) => {
-      assert.equal(e.code, "unavailable", e.message);
-      assert.doesNotMatch(e.message, /wrong-password/);
-      return true;
-    });
+    const proxy = started(await connectProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } }));
+    await refusedLogin(proxy.url.replace("//", "//agent:wrong-password@"), "refused");
     assert.ok(proxy.seen.refused > 0);
   });
 
@@ -87,27 +92,8 @@ describe("through an HTTP CONNECT proxy", { skip, timeout: 300_000 }, () => {
 });
 
 describe("through a SOCKS5 proxy", { skip, timeout: 300_000 }, () => {
-  const proxies = [];
-  after(() => proxies.forEach((p) => p.close()));
-
-  /** create, connect, an exec and a file round trip, destroy, with `kubeConfig`. */
-  async function lifecycle(kubeConfig, label) {
-    const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", kubeConfig });
-    const ctx = { actorId: actorId(label) };
-    const id = await p.create(ctx);
-    try {
-      const sandbox = await p.connect(ctx, id);
-      assert.equal((await sandbox.exec("echo socks")).stdout, "socks\n");
-      await sandbox.writeFile("/tmp/socks.txt", "via socks");
-      assert.equal(Buffer.from(await sandbox.readFile("/tmp/socks.txt")).toString(), "via socks");
-    } finally {
-      await p.destroy(ctx, id);
-    }
-  }
-
   test("socks5h:// with a username and password: everything goes through the proxy", async () => {
-    const proxy = await socksProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } });
-    proxies.push(proxy);
+    const proxy = started(await socksProxy({ auth: "agent:s3cr%t", routes: { [ONLY_VIA_PROXY]: apiServer() } }));
     await lifecycle(withProxyUrl(proxy.url.replace("socks5://", "socks5h://agent:s3cr%25t@")), "socks5h");
     assert.ok(proxy.seen.tunnels > 0);
     assert.deepEqual([...proxy.seen.targets], [ONLY_VIA_PROXY], "every tunnel asked for the configured server");
@@ -116,27 +102,15 @@ describe("through a SOCKS5 proxy", { skip, timeout: 300_000 }, () => {
   });
 
   test("socks5:// without credentials", async () => {
-    const proxy = await socksProxy({ routes: { [ONLY_VIA_PROXY]: apiServer() } });
-    proxies.push(proxy);
+    const proxy = started(await socksProxy({ routes: { [ONLY_VIA_PROXY]: apiServer() } }));
     await lifecycle(withProxyUrl(proxy.url), "socks5");
     assert.ok(proxy.seen.tunnels > 0);
     assert.deepEqual(proxy.seen.users, []);
   });
 
   test("a SOCKS5 proxy that refuses the login is `unavailable`, without the password", async () => {
-    const proxy = await socksProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } });
-    proxies.push(proxy);
-    const p = agentSandboxProvider({
-      namespace,
-      warmPool: "pool-ephemeral",
-      suspend: "none",
-      kubeConfig: withProxyUrl(proxy.url.replace("//", "//agent:wrong-password@")),
-    });
-    await assert.rejects(p.create({ actorId: actorId("socks-refused") }), (e) => {
-      assert.equal(e.code, "unavailable", e.message);
-      assert.doesNotMatch(e.message, /wrong-password/);
-      return true;
-    });
+    const proxy = started(await socksProxy({ auth: "agent:right", routes: { [ONLY_VIA_PROXY]: apiServer() } }));
+    await refusedLogin(proxy.url.replace("//", "//agent:wrong-password@"), "socks-refused");
     assert.ok(proxy.seen.refused > 0);
   });
 });
