@@ -98,10 +98,7 @@ impl Provider {
         let (lifecycle, stop, id) = (self.lifecycle.clone(), self.stop.clone(), id.to_owned());
         self.background.spawn_on(
             async move {
-                tokio::select! {
-                    _ = lifecycle.touch(&id) => {}
-                    () = stop.cancelled() => {}
-                }
+                let _ = stop.run_until_cancelled_owned(lifecycle.touch(&id)).await;
             },
             &self.runtime,
         );

@@ -39,8 +39,6 @@ fn uses(path: &Path, found: &mut BTreeSet<String>) {
             let module = match name.as_str() {
                 "Error" | "ErrorCode" | "Result" => "error",
                 "Provider" => "provider",
-                // The tracing macro, exported at the root.
-                "trace" => "trace",
                 "Sandbox" => "sandbox",
                 other => other,
             };

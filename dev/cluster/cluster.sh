@@ -260,11 +260,8 @@ start_agent_sandbox() {
 setup_objects() {
 	KUBECTL apply -f "$HERE/manifests/setup.yaml" >/dev/null
 	wait_for kube-controller-manager 30 KUBECTL -n "$NS" get serviceaccount default
-	# The same files users apply (examples/manifests/), so they cannot rot.
-	local m
-	for m in rbac template-workspace template-ephemeral warm-pools network-policy; do
-		KUBECTL -n "$NS" apply -f "$HERE/../../examples/manifests/$m.yaml" >/dev/null
-	done
+	# The same files users apply (every YAML file of examples/manifests/), so they cannot rot.
+	KUBECTL -n "$NS" apply -f "$HERE/../../examples/manifests/" >/dev/null
 	client_kubeconfig
 	local p
 	for p in pool-workspace pool-ephemeral; do
