@@ -105,7 +105,10 @@ start() {
 			wait $!; code=$?
 			[[ -e $run/$name.stop ]] && exit 0
 			echo "[cluster.sh] $name exited ($code); starting it again in 1 s" >>"$run/$name.log"
-			echo "$(($(cat "$run/$name.restarts" 2>/dev/null || echo 0) + 1)) $code $(date -u +%H:%M:%S)" >"$run/$name.restarts"
+			# The file is "N CODE TIME": only N counts (arithmetic on the whole
+			# line is an error that would end this supervisor).
+			n=0; [[ -f $run/$name.restarts ]] && read -r n _ <"$run/$name.restarts"
+			echo "$((n + 1)) $code $(date -u +%H:%M:%S)" >"$run/$name.restarts"
 			sleep 1
 		done' supervise "$name" "$RUN" "$@" >/dev/null 2>&1 </dev/null &
 	echo $! >"$RUN/$name.supervisor"

@@ -85,5 +85,18 @@ check "the /workspace PVC has its own data directory" test -f "$PVC_DIR/f"
 check "deleting the claim leaves no Sandbox, Pod, Service or PVC" wait_until 60 no_leftovers
 check "the PVC's data directory is removed" wait_until 30 test ! -e "$PVC_DIR"
 
+# The supervisor starts a component again however often it exits (the
+# scheduler exits on purpose when an API server restart corrupts its cache).
+RUN=$STATE/run
+restarts() { local n=0; [[ -f $RUN/kube-scheduler.restarts ]] && read -r n _ <"$RUN/kube-scheduler.restarts"; echo "$n"; }
+scheduler_back() { local p; p=$(cat "$RUN/kube-scheduler.pid") && [[ $p != "$1" ]] && kill -0 "$p" && (($(restarts) >= $2)); }
+killed_twice_and_back() {
+	local before i p; before=$(restarts)
+	for i in 1 2; do
+		p=$(cat "$RUN/kube-scheduler.pid") && kill -9 "$p" && wait_until 20 scheduler_back "$p" $((before + i)) || return 1
+	done
+}
+check "a component killed twice is started again each time" killed_twice_and_back
+
 echo "$passed passed, $failed failed"
 ((failed == 0))
