@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import vm from "node:vm";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import * as pkg from "@rivet-dev/sandbox-adapter-kubernetes";
@@ -54,6 +55,168 @@ test("exactly one of warmPool and sandbox", () => {
 test("non-object options", () => {
   configError(undefined, "must be an object");
   configError("pool-workspace", "must be an object");
+});
+
+// Values napi cannot convert to JSON (or JSON would silently change) are
+// caught in JS: `config`, the option's path, and none of napi's or serde's text.
+function unconvertible(options, path, ...fragments) {
+  assert.throws(
+    () => agentSandboxProvider(options),
+    (err) => {
+      assert.equal(err.code, "config", `code of ${err.message}`);
+      assert.ok(err.message.includes(path), `${JSON.stringify(path)} in: ${err.message}`);
+      for (const f of fragments) assert.ok(err.message.includes(f), `${JSON.stringify(f)} in: ${err.message}`);
+      assert.doesNotMatch(err.message, /napi|serde|Failed to convert/i);
+      return true;
+    },
+  );
+}
+
+const vct = { metadata: { name: "work" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } };
+const direct = (sandbox) => ({ sandbox: { image: "i", ...sandbox }, suspend: "none" });
+const throwingGetter = (obj, key) =>
+  Object.defineProperty(obj, key, { enumerable: true, get: () => { throw new Error("getter boom"); } });
+function nested(depth) {
+  // Built iteratively: deep enough to overflow a naive recursive copy.
+  let o = {};
+  for (let i = 0; i < depth; i++) o = { x: o };
+  return o;
+}
+function revoked() {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy;
+}
+function cyclic() {
+  const o = { ...pool, claim: { labels: {} } };
+  o.claim.labels.self = o;
+  return o;
+}
+function selfArray() {
+  const a = [];
+  a.push(a);
+  return a;
+}
+
+// [what, options, the path as the message names it, ...other fragments]
+const UNCONVERTIBLE = [
+  // top level
+  ["NaN", { ...pool, readyTimeoutMs: NaN }, "`readyTimeoutMs`", "finite number", "NaN"],
+  ["Infinity", { ...pool, readyTimeoutMs: Infinity }, "`readyTimeoutMs`", "Infinity"],
+  ["-Infinity", { ...pool, maxConcurrentExecs: -Infinity }, "`maxConcurrentExecs`", "-Infinity"],
+  ["BigInt", { ...pool, ttlSeconds: 600n }, "`ttlSeconds`", "bigint"],
+  ["symbol", { ...pool, name: Symbol("n") }, "`name`", "symbol"],
+  ["function", { ...pool, namespace: () => "ns" }, "`namespace`", "function"],
+  ["Date", { ...pool, cwd: new Date() }, "`cwd`", "a Date"],
+  ["Map", { ...pool, claim: new Map([["labels", {}]]) }, "`claim`", "a Map"],
+  ["Buffer", { ...pool, kubeConfig: Buffer.from("apiVersion: v1") }, "`kubeConfig`", "a Buffer"],
+  ["class instance", { ...pool, claim: new (class ClaimOptions {})() }, "`claim`", "a ClaimOptions"],
+  ["boxed string", { ...pool, warmPool: new String("p") }, "`warmPool`", "a String"],
+  ["throwing getter", throwingGetter({ ...pool }, "namespace"), "`namespace`", "could not be read"],
+  ["throwing onEvent getter", throwingGetter({ ...pool }, "onEvent"), "`onEvent`", "could not be read"],
+  ["revoked Proxy", { ...pool, claim: revoked() }, "`claim`", "could not be read"],
+  // nested
+  ["nested Infinity", direct({ resources: { cpu: Infinity } }), "`sandbox.resources.cpu`", "finite number"],
+  ["nested NaN", direct({ volume: { size: NaN } }), "`sandbox.volume.size`", "finite number"],
+  ["nested symbol", { ...pool, claim: { labels: { a: Symbol() } } }, "`claim.labels.a`", "symbol"],
+  ["nested BigInt, quoted key", { ...pool, claim: { labels: { "x y": 1n } } }, '`claim.labels["x y"]`', "bigint"],
+  ["nested function", { ...pool, claim: { env: { KEY() {} } } }, "`claim.env.KEY`", "function"],
+  ["nested Date", direct({ annotations: { when: new Date() } }), "`sandbox.annotations.when`", "a Date"],
+  ["[undefined]", { ...pool, claim: { volumeClaimTemplates: [undefined] } }, "`claim.volumeClaimTemplates[0]`", "undefined"],
+  ["sparse array", { ...pool, claim: { volumeClaimTemplates: [vct, , vct] } }, "`claim.volumeClaimTemplates[1]`", "hole"],
+  [
+    "NaN inside an array entry",
+    { ...pool, claim: { volumeClaimTemplates: [{ ...vct, spec: { resources: { requests: { storage: NaN } } } }] } },
+    "`claim.volumeClaimTemplates[0].spec.resources.requests.storage`",
+  ],
+  [
+    "symbol deep in a pod template",
+    direct({ podTemplate: { spec: { containers: [{ name: "c", env: [{ name: "K", value: Symbol() }] }] } } }),
+    "`sandbox.podTemplate.spec.containers[0].env[0].value`",
+    "symbol",
+  ],
+  ["nested throwing getter", { ...pool, claim: throwingGetter({}, "labels") }, "`claim.labels`", "could not be read"],
+  [
+    "Proxy whose get throws",
+    { ...pool, claim: new Proxy({ labels: {} }, { get() { throw new Error("trap"); } }) },
+    "`claim.labels`",
+    "could not be read",
+  ],
+  [
+    "Proxy whose ownKeys throws",
+    direct({ resources: new Proxy({}, { ownKeys() { throw new Error("trap"); } }) }),
+    "`sandbox.resources`",
+    "could not be read",
+  ],
+  ["cyclic object", cyclic(), "`claim.labels.self`", "cycle"],
+  ["cyclic array", { ...pool, claim: { volumeClaimTemplates: selfArray() } }, "`claim.volumeClaimTemplates[0]`", "cycle"],
+  ["depth over the bound", direct({ podTemplate: { metadata: nested(40) } }), "`sandbox.podTemplate.metadata.x.x.x", "32 levels"],
+  ["huge depth", direct({ podTemplate: { metadata: nested(200_000) } }), "`sandbox.podTemplate.metadata.x", "32 levels"],
+  // the whole options
+  ["options = a function", () => pool, "the options", "must be an object", "a function"],
+  ["options = Symbol()", Symbol(), "the options", "must be an object", "a symbol"],
+  ["options = BigInt", 1n, "the options", "must be an object", "a bigint"],
+  ["options = NaN", NaN, "the options", "must be an object", "a number"],
+  ["options = an array", [pool], "the options", "must be an object", "an array"],
+  ["options = a Date", new Date(), "the options", "must be an object", "a Date"],
+  ["options = a revoked Proxy", revoked(), "the options", "could not be read"],
+  [
+    "options = a Proxy whose ownKeys throws",
+    new Proxy({ ...pool }, { ownKeys() { throw new Error("trap"); } }),
+    "the options",
+    "could not be read",
+  ],
+];
+
+for (const [what, options, path, ...fragments] of UNCONVERTIBLE) {
+  test(`an option napi cannot convert is \`config\` naming it: ${what}`, () => unconvertible(options, path, ...fragments));
+}
+
+test("what a throwing getter or trap threw is the error's cause", () => {
+  assert.throws(
+    () => agentSandboxProvider(throwingGetter({ ...pool }, "namespace")),
+    (err) => err.code === "config" && err.cause?.message === "getter boom",
+  );
+});
+
+test("options that are plain JSON in another shape are accepted", () => {
+  // Symbol keys are ignored (no option is named by one), as JSON.stringify does.
+  agentSandboxProvider({ ...pool, [Symbol("meta")]: Symbol("ignored") });
+  // undefined means "not set", at any depth of an object.
+  agentSandboxProvider({ ...pool, namespace: undefined, onEvent: undefined, claim: { labels: undefined, env: { A: "1", B: undefined } } });
+  // Null-prototype objects, objects from another realm, a Proxy over valid options.
+  agentSandboxProvider(Object.assign(Object.create(null), pool, { claim: Object.assign(Object.create(null), { labels: { a: "b" } }) }));
+  agentSandboxProvider(vm.runInNewContext('({ warmPool: "p", claim: { volumeClaimTemplates: [vct] } })', { vct }));
+  agentSandboxProvider(new Proxy({ ...pool }, {}));
+  // One object used twice is shared, not a cycle.
+  const labels = { team: "a" };
+  agentSandboxProvider({ ...pool, claim: { labels, podLabels: labels } });
+  // A pod template of ordinary depth.
+  const p = agentSandboxProvider(direct({ podTemplate: { spec: { containers: [{ name: "c", env: [{ name: "K", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }] }] } } }));
+  assert.equal(p.cwd, "/workspace");
+});
+
+test("each option is read exactly once, and the provider keeps what it read", () => {
+  const reads = new Map();
+  const counted = (obj) =>
+    new Proxy(obj, {
+      get(target, key, receiver) {
+        if (typeof key === "string") reads.set(key, (reads.get(key) ?? 0) + 1);
+        return Reflect.get(target, key, receiver);
+      },
+    });
+  let events = 0;
+  let names = 0;
+  const options = counted({ warmPool: "p", onEvent: () => events++, claim: counted({ labels: { a: "b" } }) });
+  Object.defineProperty(options, "name", { enumerable: true, get: () => (names++ ? "second" : "first") });
+  const p = agentSandboxProvider(options);
+  assert.equal(p.name, "first");
+  assert.equal(names, 1);
+  for (const key of ["warmPool", "onEvent", "claim", "labels"]) assert.equal(reads.get(key), 1, key);
+});
+
+test("a top-level onEvent that is not a function is named", () => {
+  configError({ ...pool, onEvent: Symbol() }, "`onEvent`", "function");
 });
 
 test("each bad top-level option is named", () => {

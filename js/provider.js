@@ -6,6 +6,7 @@
 
 import { callNative, fromNative } from "./errors.js";
 import { native } from "./native.js";
+import { configError, optionsToJson } from "./options.js";
 import { wrapSandbox } from "./sandbox.js";
 
 /**
@@ -13,12 +14,10 @@ import { wrapSandbox } from "./sandbox.js";
  * @returns {import("../index.js").AgentSandboxProvider}
  */
 export function agentSandboxProvider(options) {
-  const { onEvent, ...rest } = isObject(options) ? options : {};
-  // A function cannot cross into Rust as JSON: send its `typeof` so the addon
-  // can validate it with the other options; the function itself goes to the
-  // addon separately, as a weak callback. Non-objects go as they are, to be
-  // rejected with the other option errors.
-  const json = !isObject(options) ? (options ?? null) : onEvent === undefined ? rest : { ...rest, onEvent: typeof onEvent };
+  // Plain JSON only from here on (a value napi could not convert throws
+  // `config` naming the option); `onEvent` goes in as its `typeof`, and the
+  // function itself to the addon separately, as a weak callback.
+  const { json, onEvent } = optionsToJson(options);
   const { name, cwd } = validate(json);
   const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
 
@@ -53,7 +52,12 @@ function validate(json) {
   try {
     return native.validateOptions(json);
   } catch (err) {
-    throw fromNative(err);
+    const e = fromNative(err);
+    if (/** @type {any} */ (e)?.code === "config") throw e;
+    // The JSON is plain, so napi should convert all of it; should it still
+    // fail, its text names no option and means nothing to the caller: still
+    // a bad option, said without napi's words (the original is the `cause`).
+    throw configError("", "could not be converted for the addon (see the error's `cause`)", err);
   }
 }
 
@@ -68,10 +72,6 @@ function withActivity(sandbox, touch) {
     };
   }
   return sandbox;
-}
-
-function isObject(v) {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 function actorId(c) {
