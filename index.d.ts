@@ -104,8 +104,33 @@ export interface CommonOptions {
   name?: string;
   /** Concurrent execs per provider (pods/exec is not rate-limited by the API server). Default 32. */
   maxConcurrentExecs?: number;
+  /**
+   * Concurrent execs of one sandbox, a share of `maxConcurrentExecs` (default 8), so one
+   * sandbox's never-ending calls cannot hold every slot: the others are served in turn.
+   */
+  maxConcurrentExecsPerSandbox?: number;
+  /** Timeout of every file operation and process call (not `exec`, `follow`, `wait`): `timeout` after it. Default 120000. */
+  callTimeoutMs?: number;
+  /** What one call (a model's choice) may ask for; beyond it, `invalid_request` with nothing run. */
+  limits?: CallLimits;
   /** Lifecycle progress (never keeps Node alive; a throwing listener only emits a warning). */
   onEvent?: (event: SandboxEvent) => void;
+}
+
+/** Bounds on what a call may ask of a sandbox. */
+export interface CallLimits {
+  /** Largest `timeoutMs` of `exec`/`spawn`. Default (and at most) 2147483647. */
+  maxTimeoutMs?: number;
+  /** Largest `maxOutputBytes` of `exec`. Default 1 GiB, at most 2^32 − 1. */
+  maxOutputBytes?: number;
+  /** Largest `maxBytes` of `readFile`. Default 2 GiB, at most 2^32 − 1. */
+  maxReadBytes?: number;
+}
+
+/** What every file operation and process call takes besides its own options. */
+export interface CallOptions {
+  /** Abort: the call rejects with `Error("aborted")` (code `aborted`) and its connection is closed. */
+  signal?: AbortSignal;
 }
 
 /** `kubeConfig` as an explicit server and bearer token. */
@@ -228,24 +253,27 @@ export interface Sandbox {
   exec(command: string, options: ExecOptions & { encoding: "buffer" }): Promise<ExecResult<Buffer>>;
   exec(command: string, options?: ExecOptions): Promise<ExecResult<string>>;
   /**
-   * Whole file; rejects with `not_found`, `is_directory` or `too_large` (default limit 100 MiB).
-   * Every file call rejects a path over 4095 bytes, or with a name over 255 bytes, as `invalid_request`.
+   * Whole regular file; rejects with `not_found`, `is_directory`, `invalid_request` for a FIFO,
+   * socket or device, or `too_large` (default limit 100 MiB; `maxBytes` at most the provider's
+   * `limits.maxReadBytes`). Memory grows with the bytes that arrive, never with the size the
+   * sandbox reports. Every file call rejects a path over 4095 bytes, or with a name over 255
+   * bytes, as `invalid_request`, and times out after `callTimeoutMs` (`timeout`).
    */
-  readFile(path: string, options?: { maxBytes?: number }): Promise<Uint8Array>;
+  readFile(path: string, options?: { maxBytes?: number } & CallOptions): Promise<Uint8Array>;
   /** Creates or truncates the file (strings as UTF-8), atomically. */
-  writeFile(path: string, content: string | Uint8Array): Promise<void>;
+  writeFile(path: string, content: string | Uint8Array, options?: CallOptions): Promise<void>;
   /** `mkdir -p`: recursive, idempotent. */
-  mkdir(path: string): Promise<void>;
+  mkdir(path: string, options?: CallOptions): Promise<void>;
   /** File information, symlinks followed. */
-  stat(path: string): Promise<FileStat>;
-  /** Entry names (no `.`/`..`); non-UTF-8 bytes become U+FFFD. */
-  readdir(path: string): Promise<string[]>;
+  stat(path: string, options?: CallOptions): Promise<FileStat>;
+  /** Entry names (no `.`/`..`); non-UTF-8 bytes become U+FFFD; `too_large` past 100,000 names or 16 MiB of them. */
+  readdir(path: string, options?: CallOptions): Promise<string[]>;
   /** Entry names as exact bytes. */
-  readdirBytes(path: string): Promise<Uint8Array[]>;
+  readdirBytes(path: string, options?: CallOptions): Promise<Uint8Array[]>;
   /** Never throws for a missing path. */
-  exists(path: string): Promise<boolean>;
+  exists(path: string, options?: CallOptions): Promise<boolean>;
   /** Like `fs.rm`. */
-  remove(path: string, options?: { recursive?: boolean; force?: boolean }): Promise<void>;
+  remove(path: string, options?: { recursive?: boolean; force?: boolean } & CallOptions): Promise<void>;
   /**
    * Starts `command` with `/bin/sh -c` in the background and resolves once it
    * runs. Its output and exit status are kept in the sandbox, so it outlives
@@ -253,19 +281,22 @@ export interface Sandbox {
    * again with {@link Sandbox.process}. It ends with its pod (`suspend`,
    * `destroy`, deletion).
    */
-  spawn(command: string, options?: SpawnOptions): Promise<SandboxProcess>;
+  spawn(command: string, options?: SpawnOptions & CallOptions): Promise<SandboxProcess>;
   /** The process with this id, or `undefined` if the sandbox does not know it (never existed, removed after its retention, or its pod was replaced). */
-  process(id: string): Promise<SandboxProcess | undefined>;
-  /** Every process the sandbox keeps (running, or exited within the last hour; at most 64 exited ones), in start order. */
-  processes(): Promise<ProcessInfo[]>;
+  process(id: string, options?: CallOptions): Promise<SandboxProcess | undefined>;
+  /**
+   * Every process the sandbox keeps (running, or exited within the last hour; at most 64 exited
+   * ones), in start order, with at most 64 KiB of each command; `too_large` past 1,000.
+   */
+  processes(options?: CallOptions): Promise<ProcessInfo[]>;
 }
 
 export interface ExecOptions {
   /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
-  /** Extra environment (the host's is never passed). */
+  /** Extra environment (the host's is never passed; `AGENT_SANDBOX_*` names are the provider's: `invalid_request`). */
   env?: Record<string, string>;
-  /** Kill after this many ms (at most 2147483647, as `setTimeout`); 0 or undefined: no timeout. */
+  /** Kill after this many ms (at most the provider's `limits.maxTimeoutMs`); 0 or undefined: no timeout. */
   timeoutMs?: number;
   /** Abort: kills the command and rejects with `Error("aborted")`. */
   signal?: AbortSignal;
@@ -314,8 +345,13 @@ export interface ProcessOutputChunk {
 
 /** How a process ended. */
 export interface ProcessExit {
-  /** Exit status (128 + n for a signal); `null` when the timeout killed it or it was lost. */
+  /**
+   * Exit status (128 + n for a signal the process died of by itself); `null` when the provider
+   * killed it (`kill()`, its timeout) or it was lost, as the sandbox-adapter's types specify.
+   */
   exitCode: number | null;
+  /** The signal the provider killed it with (`"SIGTERM"`, `"SIGKILL"`, ...); `null` otherwise. */
+  signal: string | null;
   /** The process's timeout killed it. */
   timedOut: boolean;
   /** It ended with its pod (suspend, deletion) or its supervisor was killed: the exit status is unknown. */
@@ -341,8 +377,11 @@ export interface SandboxProcess {
   readonly command: string;
   /** Start time, ms since the epoch. */
   readonly startedAt: number;
-  /** The output after `after` that the sandbox has now (one exec), and the exit once it has exited. */
-  poll(after?: number): Promise<ProcessPoll>;
+  /**
+   * The output after `after` that the sandbox has now (one exec), at most 8 MiB of each stream
+   * (the rest on the next poll), and the exit once it has exited and all output is in.
+   */
+  poll(after?: number, options?: CallOptions): Promise<ProcessPoll>;
   /**
    * Streams the output after `after` to `onOutput` as it is written and
    * resolves with the exit once the process has exited and every chunk was
@@ -355,12 +394,22 @@ export interface SandboxProcess {
   /** Resolves with the exit once the process has ended, also long after it did. Aborting `signal` stops waiting. */
   wait(options?: { signal?: AbortSignal }): Promise<ProcessExit>;
   /** Writes to stdin (spawned with `stdin: true`); waits while the process does not read. `invalid_state` once stdin was closed or the process exited. */
-  writeStdin(data: string | Uint8Array): Promise<void>;
+  writeStdin(data: string | Uint8Array, options?: CallOptions): Promise<void>;
   /** Closes stdin: the process reads EOF after what was written. */
-  closeStdin(): Promise<void>;
-  /** Sends `signal` to the process and every process it started, grandchildren whose parent died included. Resolves once sent. */
-  kill(signal?: "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2" | "STOP" | "CONT"): Promise<void>;
+  closeStdin(options?: CallOptions): Promise<void>;
+  /**
+   * Without a signal: ends the process and every process it started for sure (TERM, 2 s of
+   * grace, then KILL) and resolves once they are gone, as Rivet's `runRemoteProcess` expects of
+   * `kill()`. With one: sends just it to the whole tree (grandchildren whose parent died
+   * included) and resolves once sent. A death this causes reports `exitCode: null` and `signal`.
+   */
+  kill(signal?: ProcessSignal, options?: CallOptions): Promise<void>;
 }
+
+/** A signal {@link SandboxProcess.kill} sends (with or without the `SIG` prefix). */
+export type ProcessSignal =
+  | "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2" | "STOP" | "CONT"
+  | "SIGTERM" | "SIGKILL" | "SIGINT" | "SIGHUP" | "SIGQUIT" | "SIGUSR1" | "SIGUSR2" | "SIGSTOP" | "SIGCONT";
 
 /** A process as {@link Sandbox.processes} lists it. */
 export interface ProcessInfo {
@@ -370,8 +419,10 @@ export interface ProcessInfo {
   /** Start time, ms since the epoch. */
   startedAt: number;
   exited: boolean;
-  /** `null` while running, when timed out, or lost. */
+  /** `null` while running, when the provider killed it (timeout, `kill()`), or lost. */
   exitCode: number | null;
+  /** The signal the provider killed it with; `null` otherwise. */
+  signal: string | null;
   timedOut: boolean;
   lost: boolean;
 }

@@ -9,6 +9,14 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Stops one call: cancelling makes it reject with `aborted`. */
+export declare class NativeCancel {
+  /** A handle nobody has cancelled yet. */
+  constructor()
+  /** Stops the call (its connection is closed); idempotent. */
+  cancel(): void
+}
+
 /** A running command. */
 export declare class NativeExec {
   /** Kills the command (its process tree) and makes `wait()` reject with `aborted`. */
@@ -31,10 +39,10 @@ export declare class NativeProcess {
   /** Start time, ms since the epoch. */
   get startedAt(): number
   /**
-   * Every chunk after `after` the sandbox has now; `exit` once exited and
-   * all output delivered.
+   * The chunks after `after` the sandbox has now (at most 8 MiB of each
+   * stream); `exit` once exited and all output delivered.
    */
-  poll(after?: number | undefined | null): Promise<NativeProcessPoll>
+  poll(after: number | undefined | null, cancel: NativeCancel): Promise<NativeProcessPoll>
   /**
    * Streams chunks after `after` to `onOutput(sequence, stream, chunk)` as
    * they are written, until the process ends.
@@ -43,11 +51,14 @@ export declare class NativeProcess {
   /** Resolves when the process has exited (also long after). */
   startWait(): NativeProcessTask
   /** Writes to the process's stdin (spawned with `stdin: true`). */
-  writeStdin(data: Buffer): Promise<void>
+  writeStdin(data: Buffer, cancel: NativeCancel): Promise<void>
   /** Closes the process's stdin. */
-  closeStdin(): Promise<void>
-  /** Signals the process and every process it started. */
-  kill(signal: string): Promise<void>
+  closeStdin(cancel: NativeCancel): Promise<void>
+  /**
+   * Signals the process and every process it started; without a signal,
+   * ends them for sure (TERM, 2 s of grace, KILL).
+   */
+  kill(signal: string | undefined | null, cancel: NativeCancel): Promise<void>
 }
 
 /** A running follow or wait. */
@@ -90,11 +101,11 @@ export declare class NativeProvider {
 /** A connected sandbox. */
 export declare class NativeSandbox {
   /** Starts `command` in the background; resolves once it runs. */
-  spawn(command: string, options: NativeSpawnOptions): Promise<NativeProcess>
+  spawn(command: string, options: NativeSpawnOptions, cancel: NativeCancel): Promise<NativeProcess>
   /** The process with this id, or null if the sandbox does not know it. */
-  process(id: string): Promise<NativeProcess | null>
+  process(id: string, cancel: NativeCancel): Promise<NativeProcess | null>
   /** Every process the sandbox keeps, in start order. */
-  processes(): Promise<Array<NativeProcessInfo>>
+  processes(cancel: NativeCancel): Promise<Array<NativeProcessInfo>>
   /** Default working directory (absolute). */
   get cwd(): string
   /**
@@ -102,25 +113,25 @@ export declare class NativeSandbox {
    * (2) chunks in arrival order; it must not throw.
    */
   startExec(command: string, options: NativeExecOptions, onChunk?: ((stream: number, chunk: Buffer) => void) | null | undefined): NativeExec
-  /** Reads a whole file (binary). `maxBytes` defaults to 100 MiB. */
-  readFile(path: string, maxBytes?: number | undefined | null): Promise<Buffer>
+  /** Reads a whole regular file (binary). `maxBytes` defaults to 100 MiB. */
+  readFile(path: string, maxBytes: number | undefined | null, cancel: NativeCancel): Promise<Buffer>
   /** Creates or truncates a file with exactly these bytes, atomically. */
-  writeFile(path: string, content: Buffer): Promise<void>
+  writeFile(path: string, content: Buffer, cancel: NativeCancel): Promise<void>
   /** `mkdir -p`. */
-  mkdir(path: string): Promise<void>
+  mkdir(path: string, cancel: NativeCancel): Promise<void>
   /** Type, size, mode and mtime (symlinks followed). */
-  stat(path: string): Promise<NativeFileStat>
+  stat(path: string, cancel: NativeCancel): Promise<NativeFileStat>
   /**
    * Entry names; bytes that are not UTF-8 become U+FFFD (use
    * `readdirBytes` for exact names).
    */
-  readdir(path: string): Promise<Array<string>>
+  readdir(path: string, cancel: NativeCancel): Promise<Array<string>>
   /** Entry names as raw bytes. */
-  readdirBytes(path: string): Promise<Array<Buffer>>
+  readdirBytes(path: string, cancel: NativeCancel): Promise<Array<Buffer>>
   /** Whether the path exists. */
-  exists(path: string): Promise<boolean>
+  exists(path: string, cancel: NativeCancel): Promise<boolean>
   /** Removes a path (`fs.rm` semantics). */
-  remove(path: string, recursive: boolean, force: boolean): Promise<void>
+  remove(path: string, recursive: boolean, force: boolean, cancel: NativeCancel): Promise<void>
 }
 
 /**
@@ -200,8 +211,13 @@ export interface NativeProcessEnd {
 
 /** How a process ended. */
 export interface NativeProcessExit {
-  /** Exit status; null when timed out or lost. */
+  /**
+   * Exit status; null when the provider killed it (kill, timeout) or it
+   * was lost.
+   */
   exitCode?: number
+  /** The signal the provider killed it with (`"SIGKILL"`, …). */
+  signal?: string
   /** The timeout killed it. */
   timedOut: boolean
   /** It ended with its pod (or its waiter was killed): status unknown. */

@@ -88,7 +88,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     assert.equal(await sh(sandbox, get), "200\n");
     await server.kill();
     const exit = await server.wait();
-    assert.deepEqual(exit, { exitCode: 143, timedOut: false, lost: false });
+    assert.deepEqual(exit, { exitCode: null, signal: "SIGTERM", timedOut: false, lost: false });
     const poll = await server.poll();
     assert.match(text(poll.chunks, "stderr"), /"GET \/ HTTP\/1.1" 200/);
     assert.deepEqual(poll.exit, exit);
@@ -109,7 +109,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     const rest = [];
     for await (const line of b.lines) rest.push(JSON.parse(line));
     const end = rest.pop();
-    assert.deepEqual(end.exit, { exitCode: 7, timedOut: false, lost: false, truncated: false });
+    assert.deepEqual(end.exit, { exitCode: 7, signal: null, timedOut: false, lost: false, truncated: false });
     const all = [...lines, ...rest];
     assert.equal(text(all, "stdout"), numbered(1, 300));
     assert.equal(text(all, "stderr"), Array.from({ length: 300 }, (_, i) => `err${i + 1}\n`).join(""));
@@ -121,10 +121,10 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     await new Promise((r) => setTimeout(r, 1000));
     const again = await (await box.connect()).process(proc.id);
     assert.ok(again, "found from another connection");
-    assert.deepEqual(await again.wait(), { exitCode: 3, timedOut: false, lost: false });
+    assert.deepEqual(await again.wait(), { exitCode: 3, signal: null, timedOut: false, lost: false });
     const poll = await again.poll();
     assert.equal(text(poll.chunks, "stdout"), "done\n");
-    assert.deepEqual(poll.exit, { exitCode: 3, timedOut: false, lost: false });
+    assert.deepEqual(poll.exit, { exitCode: 3, signal: null, timedOut: false, lost: false });
     // Past the last chunk there is nothing more, and the exit.
     const after = await again.poll(poll.chunks.at(-1).sequence);
     assert.deepEqual([after.chunks, after.exit?.exitCode], [[], 3]);
@@ -135,7 +135,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     const proc = await sandbox.spawn("(sleep 2; touch child) & (sh -c 'sleep 2; touch orphan' &); sleep 100", { cwd: dir });
     await new Promise((r) => setTimeout(r, 300));
     await proc.kill("TERM");
-    assert.deepEqual(await proc.wait(), { exitCode: 143, timedOut: false, lost: false });
+    assert.deepEqual(await proc.wait(), { exitCode: null, signal: "SIGTERM", timedOut: false, lost: false });
     assert.equal((await sandbox.exec("sleep 3; ls", { cwd: dir })).stdout, "");
   });
 
@@ -148,7 +148,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     await new Promise((r) => setTimeout(r, 500));
     assert.equal((await proc.poll()).exit, undefined, "still reading");
     await proc.closeStdin();
-    assert.deepEqual(await following, { exitCode: 0, timedOut: false, lost: false, truncated: false });
+    assert.deepEqual(await following, { exitCode: 0, signal: null, timedOut: false, lost: false, truncated: false });
     assert.deepEqual([...Buffer.concat(seen.map((c) => c.data))], [...Buffer.from("one\n"), 0, 255, 10, ...Buffer.from("eof\n")]);
     await assert.rejects(proc.writeStdin("late"), { code: "invalid_state" });
     const noStdin = await sandbox.spawn("true");
@@ -158,7 +158,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
   test("output past maxOutputBytes is dropped and reported", async () => {
     const proc = await sandbox.spawn("head -c 3000000 /dev/zero | tr '\\0' x; echo tail >&2", { maxOutputBytes: 100_000 });
     const end = await proc.follow();
-    assert.deepEqual(end, { exitCode: 0, timedOut: false, lost: false, truncated: true });
+    assert.deepEqual(end, { exitCode: 0, signal: null, timedOut: false, lost: false, truncated: true });
     const poll = await proc.poll();
     assert.equal(text(poll.chunks, "stdout"), "x".repeat(100_000));
     assert.equal(text(poll.chunks, "stderr"), "tail\n");
@@ -167,7 +167,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
 
   test("the timeout is enforced in the sandbox", async () => {
     const proc = await sandbox.spawn("echo started; sleep 100", { timeoutMs: 500 });
-    assert.deepEqual(await proc.wait(), { exitCode: null, timedOut: true, lost: false });
+    assert.deepEqual(await proc.wait(), { exitCode: null, signal: null, timedOut: true, lost: false });
     assert.equal(text((await proc.poll()).chunks, "stdout"), "started\n");
   });
 
@@ -192,7 +192,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
       "spawned-alive\nplain-dead\n",
     );
     await kept.kill("KILL");
-    assert.deepEqual(await kept.wait(), { exitCode: 137, timedOut: false, lost: false });
+    assert.deepEqual(await kept.wait(), { exitCode: null, signal: "SIGKILL", timedOut: false, lost: false });
     assert.equal(await fresh.process("00000000000000000000"), undefined);
     assert.equal(await fresh.process("not an id"), undefined);
   });
@@ -276,13 +276,13 @@ describe("processes and suspend", { skip, timeout: 300_000 }, () => {
       const proc = await sandbox.spawn("sleep 600");
       const waiting = proc.wait();
       await p.suspend(ctx, id);
-      assert.deepEqual(await waiting, { exitCode: null, timedOut: false, lost: true });
+      assert.deepEqual(await waiting, { exitCode: null, signal: null, timedOut: false, lost: true });
       const resumed = await p.connect(ctx, id);
       const now = podOf();
       assert.notEqual(now, before, "the resumed sandbox has a new pod");
       assert.equal(await resumed.process(proc.id), undefined, `pod before ${before}, after ${now}`);
-      assert.deepEqual(await proc.wait(), { exitCode: null, timedOut: false, lost: true });
-      assert.deepEqual((await proc.poll()).exit, { exitCode: null, timedOut: false, lost: true });
+      assert.deepEqual(await proc.wait(), { exitCode: null, signal: null, timedOut: false, lost: true });
+      assert.deepEqual((await proc.poll()).exit, { exitCode: null, signal: null, timedOut: false, lost: true });
       assert.deepEqual(await resumed.processes(), []);
     } finally {
       await p.destroy(ctx, id);

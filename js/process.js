@@ -2,8 +2,8 @@
 // the conversions of process results (chunk objects, exits, listings).
 
 import { Buffer } from "node:buffer";
-import { callNative, invalidRequest } from "./errors.js";
-import { isSignal, runTask } from "./tasks.js";
+import { invalidRequest } from "./errors.js";
+import { callWithSignal, isSignal, runTask } from "./tasks.js";
 
 const STREAMS = { 1: "stdout", 2: "stderr" };
 
@@ -15,10 +15,15 @@ export function wrapProcess(native) {
     command: native.command,
     startedAt: native.startedAt,
 
-    /** Every chunk after `after` (a chunk's sequence) the sandbox has now; `exit` once it exited and all output is in. */
-    async poll(after) {
+    /**
+     * The chunks after `after` (a chunk's sequence) the sandbox has now, at most 8 MiB of each
+     * stream (the rest on the next poll); `exit` once it exited and all output is in.
+     * @param {unknown} [after]
+     * @param {unknown} [options] `{ signal }`
+     */
+    async poll(after, options) {
       checkSequence(after);
-      const r = await callNative(() => native.poll(after ?? undefined));
+      const r = await callWithSignal(options, "poll", (cancel) => native.poll(after ?? undefined, cancel));
       return { chunks: r.chunks.map((c) => chunk(c.sequence, c.stream, c.data)), exit: r.exit ? exit(r.exit) : undefined, truncated: r.truncated };
     },
 
@@ -49,19 +54,25 @@ export function wrapProcess(native) {
     },
 
     /** Writes to stdin (spawned with `stdin: true`). */
-    async writeStdin(data) {
-      await callNative(() => native.writeStdin(toBuffer(data, "data")));
+    async writeStdin(data, options) {
+      await callWithSignal(options, "writeStdin", (cancel) => native.writeStdin(toBuffer(data, "data"), cancel));
     },
 
     /** Closes stdin: the process reads EOF after what was written. */
-    async closeStdin() {
-      await callNative(() => native.closeStdin());
+    async closeStdin(options) {
+      await callWithSignal(options, "closeStdin", (cancel) => native.closeStdin(cancel));
     },
 
-    /** Signals the process and everything it started (default TERM). */
-    async kill(signal = "TERM") {
-      if (typeof signal !== "string") throw invalidRequest("signal must be a signal name such as \"TERM\"");
-      await callNative(() => native.kill(signal.replace(/^SIG/, "")));
+    /**
+     * Without a signal, ends the process and everything it started for sure: TERM, 2 s of grace,
+     * then KILL (resolves once they are gone). With one ("INT", "SIGUSR1", ...), sends just that
+     * to the whole tree.
+     * @param {unknown} [signal]
+     * @param {unknown} [options] `{ signal: AbortSignal }`
+     */
+    async kill(signal, options) {
+      if (signal != null && typeof signal !== "string") throw invalidRequest("signal must be a signal name such as \"TERM\"");
+      await callWithSignal(options, "kill", (cancel) => native.kill(signal ?? undefined, cancel));
     },
   };
 }
@@ -75,6 +86,7 @@ export function processInfo(p) {
     startedAt: p.startedAt,
     exited: p.exit != null,
     exitCode: p.exit?.exitCode ?? null,
+    signal: p.exit?.signal ?? null,
     timedOut: p.exit?.timedOut ?? false,
     lost: p.exit?.lost ?? false,
   };
@@ -85,7 +97,7 @@ function chunk(sequence, stream, data) {
 }
 
 function exit(e) {
-  return { exitCode: e.exitCode ?? null, timedOut: e.timedOut, lost: e.lost };
+  return { exitCode: e.exitCode ?? null, signal: e.signal ?? null, timedOut: e.timedOut, lost: e.lost };
 }
 
 function checkSequence(after) {

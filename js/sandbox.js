@@ -4,9 +4,9 @@
 // already-aborted signals), user callbacks that throw, string encoding and
 // decoding, and error codes (js/errors.js).
 
-import { callNative, invalidRequest } from "./errors.js";
+import { invalidRequest } from "./errors.js";
 import { processInfo, toBuffer, wrapProcess } from "./process.js";
-import { isSignal, runTask } from "./tasks.js";
+import { callOptions, callWithSignal, isSignal, runTask } from "./tasks.js";
 
 /**
  * @param {any} native a NativeSandbox from the addon
@@ -77,64 +77,64 @@ export function wrapSandbox(native) {
         timeoutMs: timeoutMs ?? undefined,
         maxOutputBytes: maxOutputBytes ?? undefined,
       };
-      return wrapProcess(await callNative(() => native.spawn(command, native_options)));
+      return wrapProcess(await callWithSignal(options, "spawn", (cancel) => native.spawn(command, native_options, cancel)));
     },
 
     /** The process with this id (from `spawn` or `processes()`), or undefined if the sandbox does not know it. */
-    async process(id) {
+    async process(id, options) {
       if (typeof id !== "string") throw invalidRequest("process id must be a string");
-      const p = await callNative(() => native.process(id));
+      const p = await callWithSignal(options, "process", (cancel) => native.process(id, cancel));
       return p == null ? undefined : wrapProcess(p);
     },
 
     /** Every process the sandbox keeps (running, or exited within the last hour), in start order. */
-    async processes() {
-      const list = await callNative(() => native.processes());
+    async processes(options) {
+      const list = await callWithSignal(options, "processes", (cancel) => native.processes(cancel));
       return list.map(processInfo);
     },
 
-    /** Whole file as bytes; `not_found`, `is_directory`, `too_large` (default limit 100 MiB). */
+    /** Whole regular file as bytes; `not_found`, `is_directory`, `too_large` (default limit 100 MiB). */
     async readFile(path, options) {
-      const { maxBytes } = optionsObject(options, "readFile");
-      const buf = await callNative(() => native.readFile(path, maxBytes));
+      const { maxBytes } = callOptions(options, "readFile");
+      const buf = await callWithSignal(options, "readFile", (cancel) => native.readFile(path, maxBytes, cancel));
       return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
     },
 
     /** Creates or truncates `path` with `content` (string as UTF-8, or bytes), atomically. */
-    async writeFile(path, content) {
-      await callNative(() => native.writeFile(path, toBuffer(content, "content")));
+    async writeFile(path, content, options) {
+      await callWithSignal(options, "writeFile", (cancel) => native.writeFile(path, toBuffer(content, "content"), cancel));
     },
 
     /** `mkdir -p`: recursive and idempotent. */
-    async mkdir(path) {
-      await callNative(() => native.mkdir(path));
+    async mkdir(path, options) {
+      await callWithSignal(options, "mkdir", (cancel) => native.mkdir(path, cancel));
     },
 
     /** { isDirectory, isFile, isSymbolicLink, size, mtimeMs, mode, type }, symlinks followed. */
-    async stat(path) {
-      return callNative(() => native.stat(path));
+    async stat(path, options) {
+      return callWithSignal(options, "stat", (cancel) => native.stat(path, cancel));
     },
 
     /** Entry names (no . or ..); non-UTF-8 bytes become U+FFFD — see readdirBytes. */
-    async readdir(path) {
-      return callNative(() => native.readdir(path));
+    async readdir(path, options) {
+      return callWithSignal(options, "readdir", (cancel) => native.readdir(path, cancel));
     },
 
     /** Entry names as exact bytes. */
-    async readdirBytes(path) {
-      const names = await callNative(() => native.readdirBytes(path));
-      return names.map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+    async readdirBytes(path, options) {
+      const names = await callWithSignal(options, "readdirBytes", (cancel) => native.readdirBytes(path, cancel));
+      return names.map((/** @type {Buffer} */ b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
     },
 
     /** true / false; throws only when the sandbox cannot be asked. */
-    async exists(path) {
-      return callNative(() => native.exists(path));
+    async exists(path, options) {
+      return callWithSignal(options, "exists", (cancel) => native.exists(path, cancel));
     },
 
     /** `fs.rm`: `{ recursive, force }`. */
     async remove(path, options) {
-      const { recursive, force } = optionsObject(options, "remove");
-      await callNative(() => native.remove(path, recursive === true, force === true));
+      const { recursive, force } = callOptions(options, "remove");
+      await callWithSignal(options, "remove", (cancel) => native.remove(path, recursive === true, force === true, cancel));
     },
   };
 }
@@ -167,9 +167,3 @@ function stringEnv(env) {
   return out;
 }
 
-/** `options` as an object: absent (undefined or null) is `{}`, anything else but an object is invalid. */
-function optionsObject(options, what) {
-  if (options == null) return {};
-  if (typeof options !== "object") throw invalidRequest(`${what} options must be an object`);
-  return options;
-}

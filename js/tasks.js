@@ -2,7 +2,8 @@
 // and a user callback that may throw. napi's own AbortSignal is !Send and
 // misses already-aborted signals, so the signal is handled here.
 
-import { abortError, fromNative } from "./errors.js";
+import { abortError, fromNative, invalidRequest } from "./errors.js";
+import { native } from "./native.js";
 
 /**
  * Runs `start(onChunk)` and awaits the handle it returns. `deliver` is the
@@ -49,6 +50,46 @@ export async function runTask(start, deliver, signal) {
   } finally {
     signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/**
+ * Runs a file or process call, which takes a NativeCancel as its last
+ * argument, tied to `options.signal`: an abort rejects it with
+ * Error("aborted") and closes its connection. `options` is what the caller
+ * passed (absent, or an object); `what` names the call in errors.
+ * @template T
+ * @param {unknown} options
+ * @param {string} what
+ * @param {(cancel: any) => Promise<T>} call
+ * @returns {Promise<T>}
+ */
+export async function callWithSignal(options, what, call) {
+  const signal = callOptions(options, what).signal;
+  if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
+  if (signal?.aborted) throw abortError();
+  const cancel = new native.NativeCancel();
+  const onAbort = () => cancel.cancel();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    return await call(cancel);
+  } catch (err) {
+    throw fromNative(err);
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/**
+ * `options` as an object: absent (undefined or null) is `{}`, anything else
+ * but an object is invalid.
+ * @param {unknown} options
+ * @param {string} what
+ * @returns {Record<string, any>}
+ */
+export function callOptions(options, what) {
+  if (options == null) return {};
+  if (typeof options !== "object") throw invalidRequest(`${what} options must be an object`);
+  return /** @type {Record<string, any>} */ (options);
 }
 
 /** Checks that `signal` is an AbortSignal (or absent). */

@@ -10,13 +10,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer};
+use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::Env;
 use napi_derive::napi;
 use sandbox_core::exec::Stream;
-use sandbox_core::process::{ProcessExit, ProcessInfo, SpawnRequest, SpawnStdin, DEFAULT_CAP};
+use sandbox_core::process::{Kill, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest, SpawnStdin, DEFAULT_CAP};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::calls::{promise, NativeCancel};
 use crate::delivery::{deliver_sequenced, SequencedCallback};
 use crate::errors::{invalid, to_napi};
 use crate::native_sandbox::NativeSandbox;
@@ -45,8 +47,11 @@ pub struct NativeSpawnOptions {
 /// How a process ended.
 #[napi(object)]
 pub struct NativeProcessExit {
-    /// Exit status; null when timed out or lost.
+    /// Exit status; null when the provider killed it (kill, timeout) or it
+    /// was lost.
     pub exit_code: Option<i32>,
+    /// The signal the provider killed it with (`"SIGKILL"`, …).
+    pub signal: Option<String>,
     /// The timeout killed it.
     pub timed_out: bool,
     /// It ended with its pod (or its waiter was killed): status unknown.
@@ -55,7 +60,7 @@ pub struct NativeProcessExit {
 
 impl From<ProcessExit> for NativeProcessExit {
     fn from(e: ProcessExit) -> Self {
-        NativeProcessExit { exit_code: e.exit_code, timed_out: e.timed_out, lost: e.lost }
+        NativeProcessExit { exit_code: e.exit_code, signal: e.signal_name(), timed_out: e.timed_out, lost: e.lost }
     }
 }
 
@@ -152,6 +157,23 @@ impl NativeProcessTask {
     }
 }
 
+/// A core poll as JS sees it.
+fn poll_result(poll: ProcessPoll) -> NativeProcessPoll {
+    NativeProcessPoll {
+        chunks: poll
+            .chunks
+            .into_iter()
+            .map(|c| NativeProcessChunk {
+                sequence: c.sequence as f64,
+                stream: stream_code(c.stream),
+                data: c.data.to_vec().into(),
+            })
+            .collect(),
+        exit: poll.exit.map(Into::into),
+        truncated: poll.truncated,
+    }
+}
+
 fn stream_code(stream: Stream) -> u32 {
     match stream {
         Stream::Stdout => 1,
@@ -185,30 +207,21 @@ impl NativeProcess {
         self.info.started_at_ms as f64
     }
 
-    /// Every chunk after `after` the sandbox has now; `exit` once exited and
-    /// all output delivered.
-    #[napi]
-    pub async fn poll(&self, after: Option<f64>) -> napi::Result<NativeProcessPoll> {
-        let poll = self
-            .sandbox
-            .poll_process(&self.info.id, sequence("after", after).map_err(to_napi)?)
-            .await
-            .map_err(to_napi)?;
-        Ok(NativeProcessPoll {
-            chunks: poll
-                .chunks
-                .into_iter()
-                .map(|c| NativeProcessChunk {
-                    sequence: c.sequence as f64,
-                    stream: stream_code(c.stream),
-                    data: c.data.to_vec().into(),
-                })
-                .collect(),
-            exit: poll.exit.map(Into::into),
-            truncated: poll.truncated,
+    /// The chunks after `after` the sandbox has now (at most 8 MiB of each
+    /// stream); `exit` once exited and all output delivered.
+    #[napi(ts_return_type = "Promise<NativeProcessPoll>")]
+    pub fn poll<'env>(
+        &self,
+        env: &'env Env,
+        after: Option<f64>,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeProcessPoll>> {
+        let (sandbox, id, call) = (self.sandbox.clone(), self.info.id.clone(), cancel.call());
+        promise(env, async move {
+            let poll = sandbox.poll_process(&id, sequence("after", after)?, call).await?;
+            Ok(poll_result(poll))
         })
     }
-
     /// Streams chunks after `after` to `onOutput(sequence, stream, chunk)` as
     /// they are written, until the process ends.
     #[napi]
@@ -247,21 +260,39 @@ impl NativeProcess {
     }
 
     /// Writes to the process's stdin (spawned with `stdin: true`).
-    #[napi]
-    pub async fn write_stdin(&self, data: Buffer) -> napi::Result<()> {
-        self.sandbox.write_stdin(&self.info.id, Bytes::from_owner(data)).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_stdin<'env>(
+        &self,
+        env: &'env Env,
+        data: Buffer,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, id, call, data) =
+            (self.sandbox.clone(), self.info.id.clone(), cancel.call(), Bytes::from_owner(data));
+        promise(env, async move { sandbox.write_stdin(&id, data, call).await })
     }
 
     /// Closes the process's stdin.
-    #[napi]
-    pub async fn close_stdin(&self) -> napi::Result<()> {
-        self.sandbox.close_stdin(&self.info.id).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close_stdin<'env>(&self, env: &'env Env, cancel: &NativeCancel) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, id, call) = (self.sandbox.clone(), self.info.id.clone(), cancel.call());
+        promise(env, async move { sandbox.close_stdin(&id, call).await })
     }
 
-    /// Signals the process and every process it started.
-    #[napi]
-    pub async fn kill(&self, signal: String) -> napi::Result<()> {
-        self.sandbox.kill_process(&self.info.id, &signal).await.map_err(to_napi)
+    /// Signals the process and every process it started; without a signal,
+    /// ends them for sure (TERM, 2 s of grace, KILL).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn kill<'env>(
+        &self,
+        env: &'env Env,
+        signal: Option<String>,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, id, call) = (self.sandbox.clone(), self.info.id.clone(), cancel.call());
+        promise(env, async move {
+            let kill = signal.as_deref().map(Kill::signal).transpose()?.unwrap_or(Kill::Terminate);
+            sandbox.kill_process(&id, kill, call).await
+        })
     }
 }
 
@@ -284,36 +315,56 @@ where
 #[napi]
 impl NativeSandbox {
     /// Starts `command` in the background; resolves once it runs.
-    #[napi]
-    pub async fn spawn(&self, command: String, options: NativeSpawnOptions) -> napi::Result<NativeProcess> {
-        let mut request = SpawnRequest::new(command, options.cwd.unwrap_or_default());
-        request.env = options.env.unwrap_or_default().into_iter().collect();
-        request.timeout = timeout_ms("timeoutMs", options.timeout_ms).map_err(to_napi)?;
-        request.max_output_bytes =
-            byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP).map_err(to_napi)?;
-        request.stdin = match (options.stdin, options.stdin_open.unwrap_or(false)) {
-            (Some(_), true) => return Err(invalid("stdin is either bytes or true, not both")),
-            (Some(bytes), false) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),
-            (None, true) => SpawnStdin::Open,
-            (None, false) => SpawnStdin::None,
-        };
-        let sandbox = self.core().clone();
-        let info = sandbox.spawn(request).await.map_err(to_napi)?;
-        Ok(NativeProcess { sandbox, info })
+    #[napi(ts_return_type = "Promise<NativeProcess>")]
+    pub fn spawn<'env>(
+        &self,
+        env: &'env Env,
+        command: String,
+        options: NativeSpawnOptions,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeProcess>> {
+        let (sandbox, call) = (self.core().clone(), cancel.call());
+        promise(env, async move {
+            let mut request = SpawnRequest::new(command, options.cwd.unwrap_or_default());
+            request.env = options.env.unwrap_or_default().into_iter().collect();
+            request.timeout = timeout_ms("timeoutMs", options.timeout_ms)?;
+            request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP)?;
+            request.stdin = match (options.stdin, options.stdin_open.unwrap_or(false)) {
+                (Some(_), true) => {
+                    return Err(sandbox_core::Error::invalid_request("stdin is either bytes or true, not both"))
+                }
+                (Some(bytes), false) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),
+                (None, true) => SpawnStdin::Open,
+                (None, false) => SpawnStdin::None,
+            };
+            let info = sandbox.spawn(request, call).await?;
+            Ok(NativeProcess { sandbox, info })
+        })
     }
 
     /// The process with this id, or null if the sandbox does not know it.
-    #[napi]
-    pub async fn process(&self, id: String) -> napi::Result<Option<NativeProcess>> {
-        let sandbox = self.core().clone();
-        let info = sandbox.process(&id).await.map_err(to_napi)?;
-        Ok(info.map(|info| NativeProcess { sandbox, info }))
+    #[napi(ts_return_type = "Promise<NativeProcess | null>")]
+    pub fn process<'env>(
+        &self,
+        env: &'env Env,
+        id: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeProcess>>> {
+        let (sandbox, call) = (self.core().clone(), cancel.call());
+        promise(env, async move {
+            let info = sandbox.process(&id, call).await?;
+            Ok(info.map(|info| NativeProcess { sandbox, info }))
+        })
     }
 
     /// Every process the sandbox keeps, in start order.
-    #[napi]
-    pub async fn processes(&self) -> napi::Result<Vec<NativeProcessInfo>> {
-        let list = self.core().processes().await.map_err(to_napi)?;
-        Ok(list.iter().map(Into::into).collect())
+    #[napi(ts_return_type = "Promise<Array<NativeProcessInfo>>")]
+    pub fn processes<'env>(
+        &self,
+        env: &'env Env,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Vec<NativeProcessInfo>>> {
+        let (sandbox, call) = (self.core().clone(), cancel.call());
+        promise(env, async move { Ok(sandbox.processes(call).await?.iter().map(Into::into).collect()) })
     }
 }

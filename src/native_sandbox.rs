@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer};
+use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::Env;
 use napi_derive::napi;
 use sandbox_core::args::{byte_count, timeout_ms};
 use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
@@ -20,6 +21,7 @@ use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::calls::{promise, NativeCancel};
 use crate::delivery::{deliver, ChunkCallback};
 use crate::errors::{invalid, to_napi};
 
@@ -182,64 +184,121 @@ impl NativeSandbox {
         Ok(NativeExec { cancel, result: Mutex::new(Some(result)) })
     }
 
-    /// Reads a whole file (binary). `maxBytes` defaults to 100 MiB.
-    #[napi]
-    pub async fn read_file(&self, path: String, max_bytes: Option<f64>) -> napi::Result<Buffer> {
-        let max = byte_count("maxBytes", max_bytes, DEFAULT_MAX_READ_BYTES).map_err(to_napi)?;
-        self.inner.read_file(&path, max).await.map(Buffer::from).map_err(to_napi)
+    /// Reads a whole regular file (binary). `maxBytes` defaults to 100 MiB.
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read_file<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        max_bytes: Option<f64>,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Buffer>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move {
+            let max = byte_count("maxBytes", max_bytes, DEFAULT_MAX_READ_BYTES)?;
+            sandbox.read_file(&path, max, call).await.map(Buffer::from)
+        })
     }
 
     /// Creates or truncates a file with exactly these bytes, atomically.
-    #[napi]
-    pub async fn write_file(&self, path: String, content: Buffer) -> napi::Result<()> {
-        self.inner.write_file(&path, Bytes::from_owner(content)).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_file<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        content: Buffer,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, call, content) = (self.inner.clone(), cancel.call(), Bytes::from_owner(content));
+        promise(env, async move { sandbox.write_file(&path, content, call).await })
     }
 
     /// `mkdir -p`.
-    #[napi]
-    pub async fn mkdir(&self, path: String) -> napi::Result<()> {
-        self.inner.mkdir(&path).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn mkdir<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move { sandbox.mkdir(&path, call).await })
     }
 
     /// Type, size, mode and mtime (symlinks followed).
-    #[napi]
-    pub async fn stat(&self, path: String) -> napi::Result<NativeFileStat> {
-        let s: FileStat = self.inner.stat(&path).await.map_err(to_napi)?;
-        Ok(NativeFileStat {
-            is_directory: s.is_directory,
-            is_file: s.is_file,
-            is_symbolic_link: s.is_symbolic_link,
-            size: s.size as f64,
-            mtime_ms: s.mtime_ms,
-            mode: s.mode,
-            kind: s.kind.to_owned(),
+    #[napi(ts_return_type = "Promise<NativeFileStat>")]
+    pub fn stat<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeFileStat>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move {
+            let s: FileStat = sandbox.stat(&path, call).await?;
+            Ok(NativeFileStat {
+                is_directory: s.is_directory,
+                is_file: s.is_file,
+                is_symbolic_link: s.is_symbolic_link,
+                size: s.size as f64,
+                mtime_ms: s.mtime_ms,
+                mode: s.mode,
+                kind: s.kind.to_owned(),
+            })
         })
     }
 
     /// Entry names; bytes that are not UTF-8 become U+FFFD (use
     /// `readdirBytes` for exact names).
-    #[napi]
-    pub async fn readdir(&self, path: String) -> napi::Result<Vec<String>> {
-        let names = self.inner.readdir(&path).await.map_err(to_napi)?;
-        Ok(names.into_iter().map(|n| String::from_utf8_lossy(&n).into_owned()).collect())
+    #[napi(ts_return_type = "Promise<Array<string>>")]
+    pub fn readdir<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move {
+            let names = sandbox.readdir(&path, call).await?;
+            Ok(names.into_iter().map(|n| String::from_utf8_lossy(&n).into_owned()).collect())
+        })
     }
 
     /// Entry names as raw bytes.
-    #[napi]
-    pub async fn readdir_bytes(&self, path: String) -> napi::Result<Vec<Buffer>> {
-        let names = self.inner.readdir(&path).await.map_err(to_napi)?;
-        Ok(names.into_iter().map(Buffer::from).collect())
+    #[napi(ts_return_type = "Promise<Array<Buffer>>")]
+    pub fn readdir_bytes<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Vec<Buffer>>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move { Ok(sandbox.readdir(&path, call).await?.into_iter().map(Buffer::from).collect()) })
     }
 
     /// Whether the path exists.
-    #[napi]
-    pub async fn exists(&self, path: String) -> napi::Result<bool> {
-        self.inner.exists(&path).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn exists<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move { sandbox.exists(&path, call).await })
     }
 
     /// Removes a path (`fs.rm` semantics).
-    #[napi]
-    pub async fn remove(&self, path: String, recursive: bool, force: bool) -> napi::Result<()> {
-        self.inner.remove(&path, RemoveOptions { recursive, force }).await.map_err(to_napi)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn remove<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        recursive: bool,
+        force: bool,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move { sandbox.remove(&path, RemoveOptions { recursive, force }, call).await })
     }
 }

@@ -48,6 +48,39 @@ pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
     }
 }
 
+/// What one call may ask of a sandbox: the provider's bounds on what a tool
+/// call (a model's choice) can make the host wait for or hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Timeout of file operations and process calls that do not set one.
+    pub call_timeout: Duration,
+    /// Largest `timeoutMs` a command or process may ask for.
+    pub max_timeout: Duration,
+    /// Largest `maxOutputBytes` of an exec (each result buffer).
+    pub max_output_bytes: u64,
+    /// Largest `maxBytes` of a `readFile`.
+    pub max_read_bytes: u64,
+}
+
+impl Limits {
+    /// Most bytes a Node.js `Buffer` holds everywhere Node 20+ runs (2^32 − 1
+    /// on 32-bit-length builds): the ceiling of every byte limit.
+    pub const BUFFER_MAX: u64 = u32::MAX as u64;
+}
+
+impl Default for Limits {
+    /// Calls time out after 2 minutes; a call may ask for a 24.8-day
+    /// timeout, 1 GiB of exec output per stream and a 2 GiB `readFile`.
+    fn default() -> Self {
+        Limits {
+            call_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_millis(MAX_TIMEOUT_MS as u64),
+            max_output_bytes: 1 << 30,
+            max_read_bytes: 2 << 30,
+        }
+    }
+}
+
 /// NaN and the infinities fail the range check.
 fn whole(v: f64) -> bool {
     (0.0..=MAX_SAFE_INTEGER).contains(&v) && v.fract() == 0.0

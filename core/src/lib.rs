@@ -29,6 +29,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod trace;
 
+pub use args::Limits;
 pub use error::{Error, ErrorCode, Result};
 pub use provider::Provider;
 pub use sandbox::Sandbox;

@@ -35,7 +35,8 @@ impl Provider {
     /// `on_event` receives lifecycle progress events.
     pub async fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Result<Provider> {
         let conn = client::connect(&config.kube_config).await?;
-        let engine = ExecEngine::new(conn.client.clone(), config.max_concurrent_execs);
+        let engine =
+            ExecEngine::new(conn.client.clone(), config.max_concurrent_execs, config.max_concurrent_execs_per_sandbox);
         let config = Arc::new(config);
         Ok(Provider {
             lifecycle: Arc::new(Lifecycle::new(&conn, config.clone(), on_event)),
@@ -82,7 +83,7 @@ impl Provider {
         if !connected.fresh {
             self.engine.sweep_orphans(&target).await?;
         }
-        Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone())))
+        Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone(), self.config.limits)))
     }
 
     /// Records activity on the sandbox `id` (moves the TTL backstop, at most

@@ -6,16 +6,19 @@
 //! rather than to whatever directory the container's exec starts in.
 
 use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Result;
-use crate::exec::{ExecEngine, ExecRequest, ExecResult, ExecTarget};
+use crate::args::Limits;
+use crate::error::{Error, Result};
+use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
-use crate::process::{self, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
+use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 
 /// A connected sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -23,13 +26,16 @@ pub struct Sandbox {
     engine: ExecEngine,
     target: ExecTarget,
     cwd: String,
+    limits: Limits,
+    /// Followers behind polls in a loop; they stop with the last clone.
+    pollers: Arc<Pollers>,
 }
 
 impl Sandbox {
     /// A sandbox running commands in `target`; `cwd` (absolute) is where
-    /// commands run unless they say otherwise.
-    pub fn new(engine: ExecEngine, target: ExecTarget, cwd: String) -> Self {
-        Sandbox { engine, target, cwd }
+    /// commands run unless they say otherwise; `limits` bound every call.
+    pub fn new(engine: ExecEngine, target: ExecTarget, cwd: String, limits: Limits) -> Self {
+        Sandbox { engine, target, cwd, limits, pollers: Arc::default() }
     }
 
     /// The default working directory.
@@ -37,14 +43,10 @@ impl Sandbox {
         &self.cwd
     }
 
-    /// The pod the commands run in.
-    pub fn target(&self) -> &ExecTarget {
-        &self.target
-    }
-
     /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With
     /// `reattach`, as a spawned process followed to its end (see
-    /// [`process::exec_reattached`]).
+    /// [`process::exec_reattached`]). `invalid_request` for a timeout or
+    /// output cap over the provider's [`Limits`].
     ///
     /// # Cancel safety
     /// Dropping the future closes the connection but leaves the command
@@ -52,6 +54,8 @@ impl Sandbox {
     /// kills it. To stop a command, cancel `request.cancel`: that kills its
     /// tree first.
     pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
+        self.check_timeout(request.timeout)?;
+        self.check_bytes("maxOutputBytes", request.max_output_bytes as u64, self.limits.max_output_bytes)?;
         request.cwd = self.command_cwd(&request.cwd);
         if reattach {
             process::exec_reattached(&self.engine, &self.target, request).await
@@ -61,27 +65,39 @@ impl Sandbox {
     }
 
     /// See [`process::spawn`]; the cwd as for [`Sandbox::exec`].
-    pub async fn spawn(&self, mut request: SpawnRequest) -> Result<ProcessInfo> {
+    pub async fn spawn(&self, mut request: SpawnRequest, call: Call) -> Result<ProcessInfo> {
+        self.check_timeout(request.timeout)?;
         request.cwd = self.command_cwd(&request.cwd);
-        process::spawn(&self.engine, &self.target, request).await
+        process::spawn(&self.engine, &self.target, &self.call(call), request).await
     }
 
     /// See [`process::find`].
-    pub async fn process(&self, id: &str) -> Result<Option<ProcessInfo>> {
-        process::find(&self.engine, &self.target, id).await
+    pub async fn process(&self, id: &str, call: Call) -> Result<Option<ProcessInfo>> {
+        process::find(&self.engine, &self.target, &self.call(call), id).await
     }
 
     /// See [`process::list`].
-    pub async fn processes(&self) -> Result<Vec<ProcessInfo>> {
-        process::list(&self.engine, &self.target).await
+    pub async fn processes(&self, call: Call) -> Result<Vec<ProcessInfo>> {
+        process::list(&self.engine, &self.target, &self.call(call)).await
     }
 
-    /// See [`process::poll`].
-    pub async fn poll_process(&self, id: &str, after: Option<u64>) -> Result<ProcessPoll> {
-        process::poll(&self.engine, &self.target, id, after).await
+    /// See [`process::poll`]. Polls in a loop (the adapter's
+    /// `runRemoteProcess`) are answered by a follower after the first, so
+    /// they cost a few execs per process instead of one each.
+    pub async fn poll_process(&self, id: &str, after: Option<u64>, call: Call) -> Result<ProcessPoll> {
+        process::check_poll(id, after)?;
+        if let Answer::Held(poll) = self.pollers.answer(id, after) {
+            return Ok(poll);
+        }
+        let poll = process::poll(&self.engine, &self.target, &self.call(call), id, after).await?;
+        if poll.exit.is_none() {
+            let last = poll.chunks.last().map(|c| c.sequence).or(after);
+            self.pollers.start(&self.engine, &self.target, id, last);
+        }
+        Ok(poll)
     }
 
-    /// See [`process::follow`].
+    /// See [`process::follow`]: runs until the process ends, so no call timeout.
     pub async fn follow_process(
         &self,
         id: &str,
@@ -92,24 +108,51 @@ impl Sandbox {
         process::follow(&self.engine, &self.target, id, after, output, cancel).await
     }
 
-    /// See [`process::wait`].
+    /// See [`process::wait`]: runs until the process ends, so no call timeout.
     pub async fn wait_process(&self, id: &str, cancel: CancellationToken) -> Result<ProcessExit> {
         process::wait(&self.engine, &self.target, id, cancel).await
     }
 
     /// See [`process::write_stdin`].
-    pub async fn write_stdin(&self, id: &str, data: Bytes) -> Result<()> {
-        process::write_stdin(&self.engine, &self.target, id, data).await
+    pub async fn write_stdin(&self, id: &str, data: Bytes, call: Call) -> Result<()> {
+        process::write_stdin(&self.engine, &self.target, &self.call(call), id, data).await
     }
 
     /// See [`process::close_stdin`].
-    pub async fn close_stdin(&self, id: &str) -> Result<()> {
-        process::close_stdin(&self.engine, &self.target, id).await
+    pub async fn close_stdin(&self, id: &str, call: Call) -> Result<()> {
+        process::close_stdin(&self.engine, &self.target, &self.call(call), id).await
     }
 
     /// See [`process::kill`].
-    pub async fn kill_process(&self, id: &str, signal: &str) -> Result<()> {
-        process::kill(&self.engine, &self.target, id, signal).await
+    pub async fn kill_process(&self, id: &str, kill: Kill, call: Call) -> Result<()> {
+        process::kill(&self.engine, &self.target, &self.call(call), id, kill).await
+    }
+
+    /// `call` with the provider's call timeout unless it sets its own.
+    fn call(&self, mut call: Call) -> Call {
+        call.timeout = Some(call.timeout.unwrap_or(self.limits.call_timeout));
+        call
+    }
+
+    fn check_timeout(&self, timeout: Option<Duration>) -> Result<()> {
+        match timeout {
+            Some(t) if t > self.limits.max_timeout => Err(Error::invalid_request(format!(
+                "timeoutMs must be at most {} (the provider's limits.maxTimeoutMs), got {}; nothing was run",
+                self.limits.max_timeout.as_millis(),
+                t.as_millis()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_bytes(&self, name: &str, value: u64, limit: u64) -> Result<()> {
+        if value > limit {
+            return Err(Error::invalid_request(format!(
+                "{name} must be at most {limit} (the provider's limits.{}), got {value}; nothing was read",
+                if name == "maxBytes" { "maxReadBytes" } else { name }
+            )));
+        }
+        Ok(())
     }
 
     fn resolve<'a>(&self, path: &'a str) -> Cow<'a, str> {
@@ -125,9 +168,11 @@ impl Sandbox {
         }
     }
 
-    /// See [`files::read_file`].
-    pub async fn read_file(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
-        files::read_file(&self.engine, &self.target, &self.resolve(path), max_bytes).await
+    /// See [`files::read_file`]; `invalid_request` for a `max_bytes` over
+    /// the provider's [`Limits::max_read_bytes`], before anything is read.
+    pub async fn read_file(&self, path: &str, max_bytes: u64, call: Call) -> Result<Vec<u8>> {
+        self.check_bytes("maxBytes", max_bytes, self.limits.max_read_bytes)?;
+        files::read_file(&self.engine, &self.target, &self.call(call), &self.resolve(path), max_bytes).await
     }
 
     /// See [`files::write_file`].
@@ -136,33 +181,33 @@ impl Sandbox {
     /// The content goes to a temp file renamed over `path` at the end:
     /// dropping the future never leaves `path` half written (at most a temp
     /// file next to it).
-    pub async fn write_file(&self, path: &str, content: Bytes) -> Result<()> {
-        files::write_file(&self.engine, &self.target, &self.resolve(path), content).await
+    pub async fn write_file(&self, path: &str, content: Bytes, call: Call) -> Result<()> {
+        files::write_file(&self.engine, &self.target, &self.call(call), &self.resolve(path), content).await
     }
 
     /// See [`files::mkdir`].
-    pub async fn mkdir(&self, path: &str) -> Result<()> {
-        files::mkdir(&self.engine, &self.target, &self.resolve(path)).await
+    pub async fn mkdir(&self, path: &str, call: Call) -> Result<()> {
+        files::mkdir(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
     }
 
     /// See [`files::stat`].
-    pub async fn stat(&self, path: &str) -> Result<FileStat> {
-        files::stat(&self.engine, &self.target, &self.resolve(path)).await
+    pub async fn stat(&self, path: &str, call: Call) -> Result<FileStat> {
+        files::stat(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
     }
 
     /// See [`files::readdir`].
-    pub async fn readdir(&self, path: &str) -> Result<Vec<Vec<u8>>> {
-        files::readdir(&self.engine, &self.target, &self.resolve(path)).await
+    pub async fn readdir(&self, path: &str, call: Call) -> Result<Vec<Vec<u8>>> {
+        files::readdir(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
     }
 
     /// See [`files::exists`].
-    pub async fn exists(&self, path: &str) -> Result<bool> {
-        files::exists(&self.engine, &self.target, &self.resolve(path)).await
+    pub async fn exists(&self, path: &str, call: Call) -> Result<bool> {
+        files::exists(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
     }
 
     /// See [`files::remove`].
-    pub async fn remove(&self, path: &str, options: RemoveOptions) -> Result<()> {
-        files::remove(&self.engine, &self.target, &self.resolve(path), options).await
+    pub async fn remove(&self, path: &str, options: RemoveOptions, call: Call) -> Result<()> {
+        files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{alive, cuttable_engine, local_engine, target};
-use sandbox_core::exec::{ExecEngine, ExecRequest, Stream};
-use sandbox_core::process::{self, ProcessChunk, SpawnRequest, SpawnStdin};
+use sandbox_core::exec::{Call, ExecEngine, ExecRequest, Stream};
+use sandbox_core::process::{self, Kill, ProcessChunk, SpawnRequest, SpawnStdin};
 use sandbox_core::ErrorCode;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -58,6 +58,7 @@ async fn spawn_returns_at_once_and_follow_gets_everything_in_order() {
     let p = process::spawn(
         &engine,
         target(),
+        &Call::default(),
         spawn_req("for i in $(seq 1 20); do echo $i; echo e$i >&2; sleep 0.05; done; exit 3", &dir),
     )
     .await
@@ -77,6 +78,7 @@ async fn a_reader_resuming_from_its_last_sequence_gets_the_rest_exactly_once() {
     let p = process::spawn(
         &engine,
         target(),
+        &Call::default(),
         spawn_req("for i in $(seq 1 40); do echo $i; echo e$i >&2; sleep 0.05; done", &dir),
     )
     .await
@@ -113,7 +115,7 @@ async fn a_reader_resuming_from_its_last_sequence_gets_the_rest_exactly_once() {
     assert_eq!(text(Stream::Stderr) + &err, (1..=40).map(|i| format!("e{i}\n")).collect::<String>());
     assert_eq!(exit.exit_code, Some(0));
     // A poll from the same point agrees.
-    let poll = process::poll(&engine, target(), &p.id, Some(last)).await.unwrap();
+    let poll = process::poll(&engine, target(), &Call::default(), &p.id, Some(last)).await.unwrap();
     let polled: String = poll
         .chunks
         .iter()
@@ -127,11 +129,11 @@ async fn a_reader_resuming_from_its_last_sequence_gets_the_rest_exactly_once() {
 #[tokio::test]
 async fn wait_after_the_process_exited_while_nobody_was_connected() {
     let (engine, dir) = local_engine("p-wait");
-    let p = process::spawn(&engine, target(), spawn_req("echo hi; exit 5", &dir)).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), spawn_req("echo hi; exit 5", &dir)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert_eq!(exit.exit_code, Some(5));
-    let poll = process::poll(&engine, target(), &p.id, None).await.unwrap();
+    let poll = process::poll(&engine, target(), &Call::default(), &p.id, None).await.unwrap();
     assert_eq!(poll.chunks.iter().map(|c| c.data.clone()).collect::<Vec<_>>(), vec![Bytes::from_static(b"hi\n")]);
     assert_eq!(poll.exit.unwrap().exit_code, Some(5));
 }
@@ -142,18 +144,20 @@ async fn kill_reaches_grandchildren_whose_parent_died() {
     let p = process::spawn(
         &engine,
         target(),
+        &Call::default(),
         spawn_req("(sleep 2; touch marker) & (sh -c 'sleep 2; touch marker2' &); sleep 100", &dir),
     )
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    process::kill(&engine, target(), &p.id, "TERM").await.unwrap();
+    process::kill(&engine, target(), &Call::default(), &p.id, Kill::signal("TERM").unwrap()).await.unwrap();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
-    assert_eq!(exit.exit_code, Some(143));
+    // A death the provider caused: no exit code, the signal instead.
+    assert_eq!((exit.exit_code, exit.signal), (None, Some(15)));
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!dir.join("marker").exists() && !dir.join("marker2").exists());
     assert!(!alive(p.pid));
-    let e = process::kill(&engine, target(), &p.id, "NOPE").await.unwrap_err();
+    let e = Kill::signal("NOPE").unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidRequest);
 }
 
@@ -162,24 +166,29 @@ async fn stdin_written_later_reaches_the_process_and_close_gives_eof() {
     let (engine, dir) = local_engine("p-stdin");
     let mut req = spawn_req("cat; echo eof", &dir);
     req.stdin = SpawnStdin::Open;
-    let p = process::spawn(&engine, target(), req).await.unwrap();
-    process::write_stdin(&engine, target(), &p.id, Bytes::from_static(b"one\n")).await.unwrap();
-    process::write_stdin(&engine, target(), &p.id, Bytes::from_static(b"two\0\n")).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
+    process::write_stdin(&engine, target(), &Call::default(), &p.id, Bytes::from_static(b"one\n")).await.unwrap();
+    process::write_stdin(&engine, target(), &Call::default(), &p.id, Bytes::from_static(b"two\0\n")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(process::poll(&engine, target(), &p.id, None).await.unwrap().exit.is_none(), "cat still waits for more");
-    process::close_stdin(&engine, target(), &p.id).await.unwrap();
+    assert!(
+        process::poll(&engine, target(), &Call::default(), &p.id, None).await.unwrap().exit.is_none(),
+        "cat still waits for more"
+    );
+    process::close_stdin(&engine, target(), &Call::default(), &p.id).await.unwrap();
     let (out, _, _, exit) = follow_all(&engine, &p.id, None).await;
     assert_eq!((out.as_str(), exit.exit_code), ("one\ntwo\0\neof\n", Some(0)));
-    let e = process::write_stdin(&engine, target(), &p.id, Bytes::from_static(b"x")).await.unwrap_err();
+    let e =
+        process::write_stdin(&engine, target(), &Call::default(), &p.id, Bytes::from_static(b"x")).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidState);
     // Without `stdin: open`.
-    let q = process::spawn(&engine, target(), spawn_req("true", &dir)).await.unwrap();
-    let e = process::write_stdin(&engine, target(), &q.id, Bytes::from_static(b"x")).await.unwrap_err();
+    let q = process::spawn(&engine, target(), &Call::default(), spawn_req("true", &dir)).await.unwrap();
+    let e =
+        process::write_stdin(&engine, target(), &Call::default(), &q.id, Bytes::from_static(b"x")).await.unwrap_err();
     assert!(e.code == ErrorCode::InvalidState && e.message.contains("stdin: true"), "{e}");
     // Bytes given at spawn, then EOF.
     let mut req = spawn_req("wc -c", &dir);
     req.stdin = SpawnStdin::Bytes(Bytes::from(vec![7u8; 100_000]));
-    let r = process::spawn(&engine, target(), req).await.unwrap();
+    let r = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let (out, _, _, _) = follow_all(&engine, &r.id, None).await;
     assert_eq!(out.trim(), "100000");
 }
@@ -189,32 +198,37 @@ async fn output_past_the_cap_is_dropped_and_reported() {
     let (engine, dir) = local_engine("p-cap");
     let mut req = spawn_req("head -c 100000 /dev/zero | tr '\\0' x; echo done >&2", &dir);
     req.max_output_bytes = 1000;
-    let p = process::spawn(&engine, target(), req).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let (out, err, _, exit) = follow_all(&engine, &p.id, None).await;
     assert_eq!((out.len(), err.as_str(), exit.exit_code), (1000, "done\n", Some(0)));
-    let poll = process::poll(&engine, target(), &p.id, None).await.unwrap();
+    let poll = process::poll(&engine, target(), &Call::default(), &p.id, None).await.unwrap();
     assert!(poll.truncated);
     assert_eq!(poll.chunks.iter().filter(|c| c.stream == Stream::Stdout).map(|c| c.data.len()).sum::<usize>(), 1000);
     let mut req = spawn_req("true", &dir);
     req.max_output_bytes = process::MAX_CAP + 1;
-    assert_eq!(process::spawn(&engine, target(), req).await.unwrap_err().code, ErrorCode::InvalidRequest);
+    assert_eq!(
+        process::spawn(&engine, target(), &Call::default(), req).await.unwrap_err().code,
+        ErrorCode::InvalidRequest
+    );
 }
 
 #[tokio::test]
 async fn processes_are_listed_from_a_new_engine_and_found_by_id() {
     let (engine, dir) = local_engine("p-list");
-    let a = process::spawn(&engine, target(), spawn_req("sleep 30", &dir)).await.unwrap();
-    let b = process::spawn(&engine, target(), spawn_req("printf 'multi\\nline'; exit 4", &dir)).await.unwrap();
+    let a = process::spawn(&engine, target(), &Call::default(), spawn_req("sleep 30", &dir)).await.unwrap();
+    let b = process::spawn(&engine, target(), &Call::default(), spawn_req("printf 'multi\\nline'; exit 4", &dir))
+        .await
+        .unwrap();
     process::wait(&engine, target(), &b.id, CancellationToken::new()).await.unwrap();
     let other = ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
-    let list = process::list(&other, target()).await.unwrap();
+    let list = process::list(&other, target(), &Call::default()).await.unwrap();
     assert_eq!(list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), [a.id.as_str(), b.id.as_str()]);
     assert_eq!((list[0].command.as_str(), list[0].exit), ("sleep 30", None));
     assert_eq!((list[1].command.as_str(), list[1].exit.unwrap().exit_code), ("printf 'multi\\nline'; exit 4", Some(4)));
-    assert_eq!(process::find(&other, target(), &a.id).await.unwrap().unwrap().pid, a.pid);
-    assert_eq!(process::find(&other, target(), "00000000000000000000").await.unwrap(), None);
-    assert_eq!(process::find(&other, target(), "../x").await.unwrap(), None);
-    process::kill(&engine, target(), &a.id, "KILL").await.unwrap();
+    assert_eq!(process::find(&other, target(), &Call::default(), &a.id).await.unwrap().unwrap().pid, a.pid);
+    assert_eq!(process::find(&other, target(), &Call::default(), "00000000000000000000").await.unwrap(), None);
+    assert_eq!(process::find(&other, target(), &Call::default(), "../x").await.unwrap(), None);
+    process::kill(&engine, target(), &Call::default(), &a.id, Kill::signal("KILL").unwrap()).await.unwrap();
 }
 
 #[tokio::test]
@@ -222,7 +236,7 @@ async fn the_timeout_is_enforced_in_the_sandbox() {
     let (engine, dir) = local_engine("p-timeout");
     let mut req = spawn_req("echo started; trap '' TERM; sleep 100", &dir);
     req.timeout = Some(Duration::from_millis(500));
-    let p = process::spawn(&engine, target(), req).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let t0 = Instant::now();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert_eq!((exit.exit_code, exit.timed_out), (None, true));
@@ -234,26 +248,26 @@ async fn the_timeout_is_enforced_in_the_sandbox() {
 #[tokio::test]
 async fn a_process_whose_waiter_died_is_lost() {
     let (engine, dir) = local_engine("p-lost");
-    let p = process::spawn(&engine, target(), spawn_req("sleep 100", &dir)).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), spawn_req("sleep 100", &dir)).await.unwrap();
     let meta = std::fs::read_to_string(dir.join(format!(".agent-sandbox/proc/{}/p", p.id))).unwrap();
     let waiter = meta.split(' ').nth(1).unwrap().to_owned();
     std::process::Command::new("kill").args(["-9", &waiter]).status().unwrap();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert!(exit.lost && exit.exit_code.is_none());
-    process::kill(&engine, target(), &p.id, "KILL").await.unwrap();
+    process::kill(&engine, target(), &Call::default(), &p.id, Kill::signal("KILL").unwrap()).await.unwrap();
     // A process whose files are gone (its pod was replaced) is lost too.
     std::fs::remove_dir_all(dir.join(format!(".agent-sandbox/proc/{}", p.id))).unwrap();
-    assert!(process::poll(&engine, target(), &p.id, None).await.unwrap().exit.unwrap().lost);
+    assert!(process::poll(&engine, target(), &Call::default(), &p.id, None).await.unwrap().exit.unwrap().lost);
 }
 
 #[tokio::test]
 async fn the_orphan_sweep_leaves_spawned_processes_alone() {
     let (engine, dir) = local_engine("p-sweep");
-    let p = process::spawn(&engine, target(), spawn_req("sleep 30", &dir)).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), spawn_req("sleep 30", &dir)).await.unwrap();
     let other = ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     other.sweep_orphans(target()).await.unwrap();
     assert!(alive(p.pid));
-    process::kill(&engine, target(), &p.id, "KILL").await.unwrap();
+    process::kill(&engine, target(), &Call::default(), &p.id, Kill::signal("KILL").unwrap()).await.unwrap();
 }
 
 #[tokio::test]
@@ -299,8 +313,43 @@ async fn a_long_command_can_be_spawned_and_listed() {
     let command = format!("# {}\necho long; cat", "x".repeat(50_000));
     let mut req = spawn_req(&command, &dir);
     req.stdin = SpawnStdin::Bytes(Bytes::from_static(b"in\n"));
-    let p = process::spawn(&engine, target(), req).await.unwrap();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let (out, _, _, exit) = follow_all(&engine, &p.id, None).await;
     assert_eq!((out.as_str(), exit.exit_code), ("long\nin\n", Some(0)));
-    assert_eq!(process::find(&engine, target(), &p.id).await.unwrap().unwrap().command, command);
+    assert_eq!(process::find(&engine, target(), &Call::default(), &p.id).await.unwrap().unwrap().command, command);
+}
+
+#[tokio::test]
+async fn polling_in_a_loop_costs_a_few_execs_not_one_each() {
+    let dir = common::scratch("p-pollloop");
+    let runtime = common::LocalRuntime::new(&dir);
+    let runs = runtime.runs();
+    let engine = ExecEngine::with_runtime(Box::new(runtime), 16);
+    let sandbox =
+        sandbox_core::Sandbox::new(engine, target().clone(), dir.to_str().unwrap().to_owned(), Default::default());
+    let p = sandbox
+        .spawn(spawn_req("for i in $(seq 1 30); do echo $i; sleep 0.1; done; exit 3", &dir), Call::default())
+        .await
+        .unwrap();
+    let before = runs.load(std::sync::atomic::Ordering::SeqCst);
+    // The adapter's runRemoteProcess: poll every 100 ms until the exit.
+    let (mut after, mut out, mut polls) = (None, String::new(), 0);
+    let exit = loop {
+        let poll = sandbox.poll_process(&p.id, after, Call::default()).await.unwrap();
+        polls += 1;
+        for c in &poll.chunks {
+            assert!(after.is_none_or(|a| c.sequence > a), "chunks in order, each once");
+            after = Some(c.sequence);
+            out.push_str(&String::from_utf8_lossy(&c.data));
+        }
+        if let Some(exit) = poll.exit {
+            break exit;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let execs = runs.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert_eq!(exit.exit_code, Some(3));
+    assert_eq!(out, (1..=30).map(|i| format!("{i}\n")).collect::<String>());
+    assert!(polls >= 20, "{polls} polls");
+    assert!(execs <= 5, "{execs} execs for {polls} polls");
 }

@@ -28,6 +28,9 @@ enum Step {
     Wait(Duration),
     /// The wrapper's trailer with this status, on both streams.
     Trailer(i32),
+    /// A trailer the command printed itself: it knows its run id, not the
+    /// run's secret.
+    ForgedTrailer(i32),
     /// The server's status frame ends the session.
     Status(i32),
     /// The connection breaks.
@@ -60,9 +63,9 @@ struct Handle(Arc<Scripted>);
 impl Runtime for Handle {
     fn run<'a>(
         &'a self,
-        _target: &'a ExecTarget,
+        target: &'a ExecTarget,
         argv: Vec<String>,
-        _stdin: Option<Bytes>,
+        stdin: Option<Bytes>,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
@@ -73,13 +76,24 @@ impl Runtime for Handle {
                 script.killed.notify_waiters();
                 return Ok(Completion::Exited(0));
             }
-            assert_eq!(argv[2], WRAPPER, "only user commands and kills are expected");
             let id = argv[4].clone();
+            // The wrapper's stdin starts with the run's secret; the engine's
+            // other scripts (file calls) get only the steps' output.
+            let secret = match (argv[2] == WRAPPER, &stdin) {
+                (true, Some(stdin)) => {
+                    String::from_utf8(stdin.split(|b| *b == b'\n').next().unwrap().to_vec()).unwrap()
+                }
+                (true, None) => panic!("the wrapper gets its secret on stdin"),
+                (false, _) => String::new(),
+            };
             let send = |stream, data: Vec<u8>| {
                 let output = output.clone();
                 async move { output.send(OutputChunk { stream, data: Bytes::from(data) }).await.is_ok() }
             };
-            for step in &script.steps {
+            // Commands in the pod named `quick` print `hi` and end at once.
+            let quick = [Step::Out(Stream::Stdout, b"hi\n"), Step::Trailer(0)];
+            let steps = if target.pod == "quick" { &quick[..] } else { &script.steps[..] };
+            for step in steps {
                 let done = async {
                     match step {
                         Step::Out(stream, data) => {
@@ -87,6 +101,12 @@ impl Runtime for Handle {
                         }
                         Step::Wait(d) => tokio::time::sleep(*d).await,
                         Step::Trailer(code) => {
+                            let mut t = needle(&secret);
+                            t.extend_from_slice(format!("{code}\n").as_bytes());
+                            send(Stream::Stdout, t.clone()).await;
+                            send(Stream::Stderr, t).await;
+                        }
+                        Step::ForgedTrailer(code) => {
                             let mut t = needle(&id);
                             t.extend_from_slice(format!("{code}\n").as_bytes());
                             send(Stream::Stdout, t.clone()).await;
@@ -122,7 +142,55 @@ fn engine(script: &Arc<Scripted>) -> ExecEngine {
 }
 
 fn target() -> ExecTarget {
-    ExecTarget { namespace: "ns".into(), pod: "pod".into(), container: None }
+    pod("pod")
+}
+
+fn pod(name: &str) -> ExecTarget {
+    ExecTarget { namespace: "ns".into(), pod: name.into(), container: None }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forged_trailer_does_not_end_the_exec() {
+    let script = Scripted::new(vec![
+        Step::ForgedTrailer(0),
+        Step::Wait(Duration::from_secs(5)),
+        Step::Out(Stream::Stdout, b"after"),
+        Step::Trailer(7),
+    ]);
+    let r = engine(&script).exec(&target(), ExecRequest::new("forge", "/")).await.unwrap();
+    assert_eq!(r.exit_code, Some(7));
+    assert!(r.stdout.ends_with(b"after") && r.stdout.len() > 5, "the forged trailer is output: {:?}", r.stdout);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_sandbox_cannot_hold_every_slot() {
+    // Two slots per sandbox out of four: six never-ending commands of one
+    // sandbox take two; another sandbox's command runs at once.
+    let script = Scripted::new(vec![Step::UntilKilled]);
+    let engine = ExecEngine::with_shares(Box::new(Handle(script.clone())), 4, 2);
+    let mut hung = Vec::new();
+    for _ in 0..6 {
+        let engine = engine.clone();
+        hung.push(tokio::spawn(async move { engine.exec(&pod("a"), ExecRequest::new("cat fifo", "/")).await }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let r = engine.exec(&pod("quick"), ExecRequest::new("echo hi", "/")).await.unwrap();
+    assert_eq!(r.stdout, b"hi\n");
+    assert_eq!(started.elapsed(), Duration::ZERO, "served at once, no slot to wait for");
+    // Without the share, the six would have held every slot.
+    let unfair = ExecEngine::with_runtime(Box::new(Handle(script.clone())), 4);
+    for _ in 0..4 {
+        let unfair = unfair.clone();
+        hung.push(tokio::spawn(async move { unfair.exec(&pod("a"), ExecRequest::new("cat fifo", "/")).await }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let quick = pod("quick");
+    let waited = tokio::time::timeout(Duration::from_secs(60), unfair.exec(&quick, ExecRequest::new("x", "/"))).await;
+    assert!(waited.is_err(), "the control: every slot held");
+    for h in hung {
+        h.abort();
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::args::Limits;
 use crate::error::{Error, Result};
 use fields::{kind, Fields};
 pub use kubeconfig::{KubeConfigSource, ServerConfig, TokenSource};
@@ -27,6 +28,9 @@ pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default cap on concurrent execs per provider (pods/exec bypasses API
 /// priority and fairness, so we cap it ourselves).
 pub const DEFAULT_MAX_CONCURRENT_EXECS: usize = 32;
+/// Default share of those one sandbox may use at once, so one sandbox's
+/// never-ending calls cannot hold every slot of the worker.
+pub const DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX: usize = 8;
 
 /// What `suspend()` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +64,10 @@ pub struct ProviderConfig {
     pub kube_config: KubeConfigSource,
     /// Concurrent exec cap.
     pub max_concurrent_execs: usize,
+    /// Concurrent execs of one sandbox (at most `max_concurrent_execs`).
+    pub max_concurrent_execs_per_sandbox: usize,
+    /// What one call may ask of a sandbox (`callTimeoutMs`, `limits`).
+    pub limits: Limits,
     /// Warm pool or direct.
     pub mode: Mode,
 }
@@ -95,6 +103,11 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
     let kube_config = kubeconfig::parse(f.raw("kubeConfig"))?;
     let max_concurrent_execs =
         f.positive_int("maxConcurrentExecs", 4096)?.map_or(DEFAULT_MAX_CONCURRENT_EXECS, |n| n as usize);
+    let max_concurrent_execs_per_sandbox = f
+        .positive_int("maxConcurrentExecsPerSandbox", 4096)?
+        .map_or(DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX, |n| n as usize)
+        .min(max_concurrent_execs);
+    let limits = parse_limits(&mut f)?;
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
             let got = v.as_str().map_or(kind(v), |t| t);
@@ -113,8 +126,32 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         ttl,
         kube_config,
         max_concurrent_execs,
+        max_concurrent_execs_per_sandbox,
+        limits,
         mode,
     })
+}
+
+/// `callTimeoutMs` and `limits: { maxTimeoutMs, maxOutputBytes, maxReadBytes }`.
+fn parse_limits(f: &mut Fields<'_>) -> Result<Limits> {
+    let mut limits = Limits::default();
+    let max_ms = crate::args::MAX_TIMEOUT_MS as u64;
+    if let Some(ms) = f.positive_int("callTimeoutMs", max_ms)? {
+        limits.call_timeout = Duration::from_millis(ms);
+    }
+    if let Some(mut l) = f.object("limits")? {
+        if let Some(ms) = l.positive_int("maxTimeoutMs", max_ms)? {
+            limits.max_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = l.positive_int("maxOutputBytes", Limits::BUFFER_MAX)? {
+            limits.max_output_bytes = n;
+        }
+        if let Some(n) = l.positive_int("maxReadBytes", Limits::BUFFER_MAX)? {
+            limits.max_read_bytes = n;
+        }
+        l.finish()?;
+    }
+    Ok(limits)
 }
 
 /// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a

@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::kill;
 use super::output::{HeadBuffer, OutputChunk, Stream};
-use super::request::{ExecRequest, ExecResult};
+use super::permits::Permits;
+use super::request::{Call, ExecRequest, ExecResult};
 use super::runs::{RunGuard, Runs};
 use super::runtime::{Release, Runtime};
 use super::sink::{Collector, Sink, Wrapped};
@@ -42,6 +43,13 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(15);
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(1);
 /// Stderr kept for error messages of the engine's own scripts.
 const MESSAGE_BYTES: usize = 16 * 1024;
+/// Long-lived runs (followers, waits) in flight at once, and per sandbox.
+/// They last as long as a process, so they have slots of their own and
+/// cannot take the ones of calls.
+const MAX_LONG_RUNS: usize = 256;
+const MAX_LONG_RUNS_PER_SANDBOX: usize = 32;
+/// Upper bound of the orphan sweep (it reads `/proc`, nothing that blocks).
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs commands in pods. Cheap to clone; one per provider.
 #[derive(Clone)]
@@ -51,7 +59,10 @@ pub struct ExecEngine {
 
 struct Inner {
     runtime: Box<dyn Runtime>,
-    permits: Arc<Semaphore>,
+    /// Commands and the engine's scripts.
+    calls: Permits,
+    /// Followers and waits.
+    long: Permits,
     runs: Arc<Runs>,
 }
 
@@ -70,9 +81,10 @@ pub(crate) struct Command {
     pub stdin: Option<Bytes>,
     pub timeout: Option<Duration>,
     pub cancel: CancellationToken,
-    /// Counts against `maxConcurrentExecs`. Long-lived followers do not, so
-    /// a few of them cannot starve every other call.
-    pub capped: bool,
+    /// A follower or a wait: it lasts as long as a process, so it takes a
+    /// slot of its own class instead of one of `maxConcurrentExecs`, and a
+    /// few of them cannot starve every other call.
+    pub long_lived: bool,
 }
 
 /// How [`ExecEngine::run_command`] ended.
@@ -87,19 +99,27 @@ pub(crate) enum RunEnd {
 
 impl ExecEngine {
     /// An engine over pods/exec with at most `max_concurrent_execs` commands
-    /// and file operations in flight (kills are exempt, so they cannot queue
-    /// behind the commands they stop). Exec bypasses API Priority and
-    /// Fairness, so this cap is the only one.
-    pub fn new(client: kube::Client, max_concurrent_execs: usize) -> Self {
-        Self::with_runtime(Box::new(PodExecRuntime::new(client)), max_concurrent_execs)
+    /// and file operations in flight, `per_sandbox` of them in one pod
+    /// (kills are exempt, so they cannot queue behind the commands they
+    /// stop). Exec bypasses API Priority and Fairness, so this cap is the
+    /// only one.
+    pub fn new(client: kube::Client, max_concurrent_execs: usize, per_sandbox: usize) -> Self {
+        Self::with_shares(Box::new(PodExecRuntime::new(client)), max_concurrent_execs, per_sandbox)
     }
 
-    /// An engine over any [`Runtime`].
+    /// An engine over any [`Runtime`], one sandbox may use every slot.
     pub fn with_runtime(runtime: Box<dyn Runtime>, max_concurrent_execs: usize) -> Self {
+        Self::with_shares(runtime, max_concurrent_execs, max_concurrent_execs)
+    }
+
+    /// An engine over any [`Runtime`] with a per-sandbox share of the slots
+    /// (see the `permits` module).
+    pub fn with_shares(runtime: Box<dyn Runtime>, max_concurrent_execs: usize, per_sandbox: usize) -> Self {
         ExecEngine {
             inner: Arc::new(Inner {
                 runtime,
-                permits: Arc::new(Semaphore::new(max_concurrent_execs.max(1))),
+                calls: Permits::new(max_concurrent_execs, per_sandbox),
+                long: Permits::new(MAX_LONG_RUNS, MAX_LONG_RUNS_PER_SANDBOX),
                 runs: Runs::new(),
             }),
         }
@@ -116,7 +136,7 @@ impl ExecEngine {
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
         let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
         let mut collector = Collector::new(max_output_bytes, output);
-        let command = Command { command, cwd, env, stdin, timeout, cancel, capped: true };
+        let command = Command { command, cwd, env, stdin, timeout, cancel, long_lived: false };
         match self.run_command(target, command, &mut collector).await? {
             RunEnd::Exited(code) => Ok(collector.result(Some(code), false)),
             RunEnd::TimedOut => Ok(collector.result(None, true)),
@@ -165,34 +185,26 @@ impl ExecEngine {
         command: Command,
         sink: &mut impl Sink,
     ) -> Result<RunEnd> {
-        let Command { command, cwd, env, stdin, timeout, cancel, capped } = command;
+        let Command { command, cwd, env, stdin, timeout, cancel, long_lived } = command;
         let stdin = stdin.filter(|s| !s.is_empty());
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
-        let WrapperCall { argv, stdin_prefix } = wrapper::wrapper_argv(&run.id, &spec, run.cleanup_bound)?;
-        let stdin = match (stdin_prefix, stdin) {
-            (None, stdin) => stdin,
-            (Some(prefix), None) => Some(Bytes::from(prefix)),
-            (Some(mut prefix), Some(user)) => {
-                prefix.extend_from_slice(&user);
-                Some(Bytes::from(prefix))
-            }
-        };
+        let WrapperCall { argv, mut stdin_prefix } =
+            wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound)?;
+        stdin_prefix.extend_from_slice(stdin.as_deref().unwrap_or_default());
+        let stdin = Some(Bytes::from(stdin_prefix));
         if cancel.is_cancelled() {
             return Err(aborted());
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let _permit = if capped {
-            Some(tokio::select! {
-                permit = self.inner.permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-                () = cancel.cancelled() => return Err(aborted()),
-                () = sleep_until(deadline) => return Ok(RunEnd::TimedOut),
-            })
-        } else {
-            None
+        let permits = if long_lived { &self.inner.long } else { &self.inner.calls };
+        let _slot = tokio::select! {
+            slot = permits.acquire(target) => slot,
+            () = cancel.cancelled() => return Err(aborted()),
+            () = sleep_until(deadline) => return Ok(RunEnd::TimedOut),
         };
 
         let release = Release::new();
-        let mut wrapped = Wrapped::new(&run.id, sink, release.clone());
+        let mut wrapped = Wrapped::new(&run.secret, sink, release.clone());
         let outcome = {
             let work = self.run_with(target, argv, stdin, release, |rx| wrapped.consume(rx));
             tokio::pin!(work);
@@ -231,23 +243,26 @@ impl ExecEngine {
     pub async fn sweep_orphans(&self, target: &ExecTarget) -> Result<()> {
         let (next, live) = self.inner.runs.snapshot();
         let argv = kill::sweep_argv(self.inner.runs.instance(), next, &live);
-        let (ended, stderr) = self.run_script(target, argv, None, |_| Ok(())).await?;
+        let (ended, stderr) = self.run_script(target, &Call::within(SWEEP_TIMEOUT), argv, None, |_| Ok(())).await?;
         script_status(ended, "the orphan sweep", stderr).map(drop)
     }
 
     /// Runs one of the engine's own scripts under the concurrency cap,
     /// handing stdout chunks to `on_stdout` (an `Err` from it stops the run
     /// and is returned); returns how it ended and the head of its stderr.
+    /// `call` bounds it (`aborted`, `timeout`); a script stopped so has its
+    /// connection closed (it is left to end by itself in the pod).
     pub(crate) async fn run_script(
         &self,
         target: &ExecTarget,
+        call: &Call,
         argv: Vec<String>,
         stdin: Option<Bytes>,
         mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
     ) -> Result<(Completion, HeadBuffer)> {
         let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
         let ended = self
-            .run_script_with(target, argv, stdin, |OutputChunk { stream, data }| match stream {
+            .run_script_with(target, call, argv, stdin, |OutputChunk { stream, data }| match stream {
                 Stream::Stdout => on_stdout(data),
                 Stream::Stderr => {
                     stderr.push(&data);
@@ -262,18 +277,35 @@ impl ExecEngine {
     pub(crate) async fn run_script_with(
         &self,
         target: &ExecTarget,
+        call: &Call,
         argv: Vec<String>,
         stdin: Option<Bytes>,
         mut on_chunk: impl FnMut(OutputChunk) -> Result<()> + Send,
     ) -> Result<Completion> {
-        let _permit = self.inner.permits.acquire().await.expect("the semaphore is never closed");
-        self.run_with(target, argv, stdin, Release::new(), |mut rx| async move {
-            while let Some(chunk) = rx.recv().await {
-                on_chunk(chunk)?;
-            }
-            Ok(())
-        })
-        .await
+        let work = async {
+            let _slot = self.inner.calls.acquire(target).await;
+            self.run_with(target, argv, stdin, Release::new(), |mut rx| async move {
+                while let Some(chunk) = rx.recv().await {
+                    on_chunk(chunk)?;
+                }
+                Ok(())
+            })
+            .await
+        };
+        if call.cancel.is_cancelled() {
+            return Err(aborted());
+        }
+        tokio::select! {
+            ended = work => ended,
+            () = call.cancel.cancelled() => Err(aborted()),
+            () = sleep_until(call.timeout.map(|t| Instant::now() + t)) => Err(Error::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the call did not finish within {} ms (its timeoutMs, or the provider's callTimeoutMs)",
+                    call.timeout.unwrap_or_default().as_millis()
+                ),
+            )),
+        }
     }
 
     /// Runs `argv` while `consume` takes its output.

@@ -11,10 +11,12 @@
 //! caller asks and gets), handing output to a `sink`;
 //! [`status`] and [`output`] are the pure pieces.
 //!
-//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`:
-//! the wrapper records its pid under `/dev/shm/.agent-sandbox/run/<runid>`,
-//! evaluates the command in its own shell (the exec's only process start),
-//! and writes a trailer with the exit status from an EXIT trap. Timeout,
+//! Each command runs as `/bin/sh -c <wrapper> sh <runid> <cwd> <cmd> <n> <k> <len> <env…>`
+//! with the run's secret on stdin: the wrapper records its pid under
+//! `/dev/shm/.agent-sandbox/run/<runid>`, evaluates the command in a
+//! subshell (a fork; the exec's only program start is the shell itself), and
+//! writes a trailer with the exit status and the secret when it is done.
+//! Slots are shared fairly between sandboxes (`permits`). Timeout,
 //! abort and a dropped connection kill the command's process tree with a
 //! second exec; [`ExecEngine::sweep_orphans`] kills the trees of runs that
 //! are no longer live. A descendant that both leaves the tree and clears its
@@ -23,6 +25,7 @@
 mod engine;
 pub mod kill;
 pub mod output;
+mod permits;
 mod pod_liveness;
 mod request;
 mod runs;
@@ -36,7 +39,7 @@ pub mod wrapper;
 pub use engine::ExecEngine;
 pub(crate) use engine::{aborted, script_status, Command};
 pub use output::{OutputChunk, Stream};
-pub use request::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
+pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use runtime::{Release, Runtime};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;

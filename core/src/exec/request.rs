@@ -53,6 +53,26 @@ impl ExecRequest {
     }
 }
 
+/// How long one of the engine's own scripts (a file operation, a process
+/// call) may take, and how its caller stops it.
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    /// Cancelling fails the call with `aborted` at once and closes its
+    /// connection.
+    pub cancel: CancellationToken,
+    /// The call fails with `timeout` after this long, waiting for a
+    /// concurrency slot included. `None`: no limit.
+    pub timeout: Option<Duration>,
+}
+
+impl Call {
+    /// A call with a timeout and no way to cancel it (the engine's own
+    /// housekeeping).
+    pub fn within(timeout: Duration) -> Self {
+        Call { cancel: CancellationToken::new(), timeout: Some(timeout) }
+    }
+}
+
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecResult {

@@ -24,7 +24,12 @@ pub(crate) struct RunGuard {
     runs: Arc<Runs>,
     counter: u64,
     /// The run id, only `[0-9a-f.]`: safe as a file name and in scripts.
+    /// The command can see it (its processes carry it as their kill marker).
     pub(crate) id: String,
+    /// 128 random bits as hex, known only to the engine and the wrapper's
+    /// own shell (sent on stdin, never in argv, env or a file): the trailer
+    /// carries it, so a command cannot print a trailer of its own.
+    pub(crate) secret: String,
     /// Every [`CLEANUP_EVERY`] runs: the lowest live counter, below which
     /// every run of this engine has finished (see the wrapper's `$5`).
     pub(crate) cleanup_bound: Option<u64>,
@@ -50,7 +55,7 @@ impl Runs {
         state.1.insert(counter);
         let cleanup_bound =
             (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.1.first().copied().unwrap_or(counter));
-        RunGuard { runs: self.clone(), counter, id: self.id(counter), cleanup_bound }
+        RunGuard { runs: self.clone(), counter, id: self.id(counter), secret: secret(), cleanup_bound }
     }
 
     /// The next counter and the ids of the live runs, taken together.
@@ -70,13 +75,30 @@ impl Drop for RunGuard {
     }
 }
 
-/// 64 random bits as hex. std's `RandomState` is seeded from the OS's random
-/// source; uniqueness is all we need, so no RNG crate.
+/// 128 bits from the OS's random source, as 32 hex digits.
+fn secret() -> String {
+    random_hex::<16>()
+}
+
+/// 64 random bits as hex: unique per engine.
 fn instance_id() -> String {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
+    random_hex::<8>()
+}
+
+/// `N` random bytes as hex. The OS's random source does not fail where Node
+/// runs; should it ever, std's `RandomState` (seeded from it once per
+/// thread, with a per-call counter) keeps the value unguessable from inside
+/// a sandbox instead of panicking in an exec.
+fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    if getrandom::fill(&mut bytes).is_err() {
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let mut h = RandomState::new().build_hasher();
+            h.write_usize(i);
+            *b = h.finish() as u8;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -92,6 +114,9 @@ mod tests {
         let r2 = runs.start();
         assert_eq!(r1.id, format!("{}.0", runs.instance()));
         assert_eq!(r2.id, format!("{}.1", runs.instance()));
+        assert_eq!(r1.secret.len(), 32);
+        assert!(r1.secret.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(r1.secret, r2.secret);
         drop(r1);
         assert_eq!(runs.snapshot(), (2, vec![r2.id.clone()]));
         assert_eq!(r2.cleanup_bound, None);

@@ -33,6 +33,7 @@
 //! server ends it, so that child can go on writing to its stdout without
 //! getting EPIPE; those drains belong to the runtime and end with it.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -68,8 +69,18 @@ const STDIN_MESSAGE_BYTES: usize = 128 * 1024;
 /// much before every read (10–13 % of the client's CPU at 128 KiB, its
 /// default), while a read rarely returns more than a few TLS records.
 const SOCKET_READ_BYTES: usize = 32 * 1024;
-/// Released sessions kept draining at once; beyond this they are closed.
+/// Released sessions kept draining at once, in all and for one pod; beyond
+/// these they are closed (the child left writing gets EPIPE, as when a
+/// `docker exec` client goes).
 const MAX_DRAINS: usize = 256;
+const MAX_DRAINS_PER_SANDBOX: usize = 16;
+/// What one drain may read before it is closed: a burst, then a steady rate
+/// (a server's logs fit; `yes &` does not), for at most an hour. A drain
+/// costs the host a read of everything the child writes, so its budget is
+/// what keeps fifty `yes &` from taking a core and the API server's.
+const DRAIN_BURST_BYTES: u64 = 1024 * 1024;
+const DRAIN_BYTES_PER_SECOND: u64 = 64 * 1024;
+const DRAIN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// When a session pings the server and when silence means it stalled.
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +107,14 @@ pub struct PodExecRuntime {
     watches: PodWatches,
     liveness: Liveness,
     /// Released sessions still being drained; aborted when the runtime drops.
-    drains: Mutex<JoinSet<()>>,
+    drains: Mutex<Drains>,
+}
+
+/// The drain tasks and how many each pod has.
+#[derive(Default)]
+struct Drains {
+    tasks: JoinSet<(String, String)>,
+    per_sandbox: HashMap<(String, String), usize>,
 }
 
 impl PodExecRuntime {
@@ -117,16 +135,36 @@ impl PodExecRuntime {
         self
     }
 
-    /// Keeps a released session reading until the server, the connection or
-    /// the pod ends it; over [`MAX_DRAINS`] it is closed instead.
-    fn keep_draining<S>(&self, session: Session<S>, watch: PodWatch)
+    /// Keeps a released session reading until the server, the connection,
+    /// the pod or its budget ends it; over [`MAX_DRAINS`] (or
+    /// [`MAX_DRAINS_PER_SANDBOX`] for its pod) it is closed instead.
+    fn keep_draining<S>(&self, target: &ExecTarget, session: Session<S>, watch: PodWatch)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let mut drains = self.drains.lock().expect("drain set poisoned");
-        while drains.try_join_next().is_some() {}
-        if drains.len() < MAX_DRAINS {
-            drains.spawn(drain(session, watch, self.liveness));
+        // Only set and map operations under the lock: a panic cannot leave
+        // them half done, so a poisoned lock is still consistent.
+        let mut drains = self.drains.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Drains { tasks, per_sandbox } = &mut *drains;
+        while let Some(ended) = tasks.try_join_next() {
+            if let Ok(key) = ended {
+                if let Some(n) = per_sandbox.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        per_sandbox.remove(&key);
+                    }
+                }
+            }
+        }
+        let key = (target.namespace.clone(), target.pod.clone());
+        let mine = per_sandbox.entry(key.clone()).or_default();
+        if tasks.len() < MAX_DRAINS && *mine < MAX_DRAINS_PER_SANDBOX {
+            *mine += 1;
+            let liveness = self.liveness;
+            tasks.spawn(async move {
+                drain(session, watch, liveness).await;
+                key
+            });
         }
     }
 }
@@ -196,7 +234,7 @@ impl Runtime for PodExecRuntime {
                 Driven::Ended(completion) => Ok(completion),
                 Driven::Released { session, drain } => {
                     if drain {
-                        self.keep_draining(session, watch);
+                        self.keep_draining(target, session, watch);
                     }
                     Ok(Completion::Released)
                 }
@@ -363,20 +401,27 @@ where
 /// the command left running can keep writing to the streams it inherited.
 /// It keeps pinging, so middleboxes that close idle connections (load
 /// balancers, often after a few minutes) leave a quiet child its streams, and
-/// ends on a stall like an exec does.
+/// ends on a stall like an exec does. A child that writes past the budget
+/// (see [`DRAIN_BURST_BYTES`]) or outlives [`DRAIN_LIFETIME`] has its
+/// streams closed.
 async fn drain<S>(session: Session<S>, mut watch: PodWatch, liveness: Liveness)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let Session { mut sink, mut frames } = session;
     let to_end = async {
+        let mut budget = DrainBudget::new(time::Instant::now());
         while let Ok(Some(message)) = next_frame(&mut frames, liveness.stall).await {
             match message {
                 Message::Binary(data) if data.first() == Some(&3) => break,
                 Message::Close(_) => break,
+                Message::Binary(data) if !budget.spend(data.len() as u64, time::Instant::now()) => break,
                 _ => {}
             }
         }
+    };
+    let to_end = async {
+        let _ = time::timeout(DRAIN_LIFETIME, to_end).await;
     };
     // A deleted pod leaves the session open but silent (kubernetes#129144).
     tokio::select! {
@@ -385,4 +430,55 @@ where
         _ = watch.gone() => {}
     }
     drop(sink);
+}
+
+/// A token bucket over the bytes one drain reads.
+struct DrainBudget {
+    tokens: u64,
+    at: time::Instant,
+}
+
+impl DrainBudget {
+    fn new(now: time::Instant) -> Self {
+        DrainBudget { tokens: DRAIN_BURST_BYTES, at: now }
+    }
+
+    /// Takes `bytes` read at `now`; `false` once the child wrote more than
+    /// the burst plus the steady rate allow.
+    fn spend(&mut self, bytes: u64, now: time::Instant) -> bool {
+        let earned = now.saturating_duration_since(self.at).as_millis() as u64 * DRAIN_BYTES_PER_SECOND / 1000;
+        if earned > 0 {
+            self.tokens = (self.tokens + earned).min(DRAIN_BURST_BYTES);
+            self.at = now;
+        }
+        match self.tokens.checked_sub(bytes) {
+            Some(left) => {
+                self.tokens = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_budget_allows_a_burst_then_a_rate() {
+        let start = time::Instant::now();
+        let mut b = DrainBudget::new(start);
+        assert!(b.spend(DRAIN_BURST_BYTES, start));
+        assert!(!b.spend(1, start), "the burst is spent");
+        let mut b = DrainBudget::new(start);
+        // Logs at half the rate go on for an hour.
+        for s in 1..=3600 {
+            assert!(b.spend(DRAIN_BYTES_PER_SECOND / 2, start + Duration::from_secs(s)), "second {s}");
+        }
+        // A flood does not get past the burst.
+        let mut b = DrainBudget::new(start);
+        let flooded = (0..100).take_while(|i| b.spend(64 * 1024, start + Duration::from_millis(*i))).count();
+        assert!(flooded <= 17, "{flooded}");
+    }
 }

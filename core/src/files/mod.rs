@@ -2,8 +2,10 @@
 //! (`cat`, `head`, `stat`, `mkdir`, `mv`, `rm`, `chmod`, `readlink`).
 //!
 //! Contents travel as raw stdout/stdin bytes (binary-exact, no encoding),
-//! streamed through the engine's bounded channel; `read_file` allocates the
-//! result once from the size the script reports first. Errors carry stable
+//! streamed through the engine's bounded channel. Nothing the sandbox
+//! reports sizes an allocation: `read_file` grows its buffer as bytes
+//! arrive, up to the caller's limit, and listings stop at theirs. Every
+//! operation is bounded by a [`Call`] (abort, timeout). Errors carry stable
 //! codes: `not_found`, `is_directory`, `too_large`, `invalid_request`;
 //! anything unexpected is `internal` with the tool's stderr.
 
@@ -17,10 +19,15 @@ pub use parse::FileStat;
 use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::{no_nul, script_argv};
-use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
+use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
 
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
+/// Most entries `readdir` returns; a larger directory is `too_large`.
+pub const MAX_DIR_ENTRIES: usize = 100_000;
+/// Most bytes of names `readdir` takes (100,000 names of 255 bytes would be
+/// 25 MB; a listing past this is `too_large` before it is all read).
+pub const MAX_DIR_BYTES: usize = 16 * 1024 * 1024;
 
 /// Options of [`remove`], as `fs.rm`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,10 +38,18 @@ pub struct RemoveOptions {
     pub force: bool,
 }
 
-/// Reads a whole file. `not_found` if missing, `is_directory` for a
-/// directory, `too_large` beyond `max_bytes` (checked before and during the
-/// transfer, which stops at once).
-pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
+/// Reads a whole regular file. `not_found` if missing, `is_directory` for a
+/// directory, `invalid_request` for anything else that is not a regular
+/// file (a FIFO, socket or device could block or never end), `too_large`
+/// beyond `max_bytes` (checked before and during the transfer, which stops
+/// at once).
+pub async fn read_file(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    path: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>> {
     check_path(path)?;
     let too_large = |size: u64| {
         Error::new(
@@ -43,47 +58,44 @@ pub async fn read_file(engine: &ExecEngine, target: &ExecTarget, path: &str, max
         )
     };
     let mut header = HeaderLine::default();
-    let mut data: Option<Vec<u8>> = None;
+    // Grown as bytes arrive: the size the script announces comes from the
+    // sandbox (a sparse file can claim petabytes), so it sizes nothing.
+    let mut data = Vec::new();
     let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string()]);
     let (ended, stderr) = engine
-        .run_script(target, argv, None, |chunk| {
-            let rest = header.feed(chunk);
-            let data = match (&mut data, header.line()) {
-                (Some(d), _) => d,
-                (None, Some(line)) => {
-                    // One allocation of the announced size (the file may still
-                    // change; the limit below is what counts).
-                    let size = parse_size(line).unwrap_or(0).min(max_bytes);
-                    data.insert(Vec::with_capacity(usize::try_from(size).unwrap_or(0)))
-                }
-                (None, None) => return Ok(()),
-            };
-            if let Some(rest) = rest {
-                if (data.len() + rest.len()) as u64 > max_bytes {
-                    return Err(too_large((data.len() + rest.len()) as u64));
-                }
-                data.extend_from_slice(&rest);
+        .run_script(target, call, argv, None, |chunk| {
+            let Some(rest) = header.feed(chunk) else { return Ok(()) };
+            if (data.len() + rest.len()) as u64 > max_bytes {
+                return Err(too_large((data.len() + rest.len()) as u64));
             }
+            data.extend_from_slice(&rest);
             Ok(())
         })
         .await?;
     match exit_code(ended)? {
         scripts::TOO_LARGE => Err(too_large(header.line().and_then(parse_size).unwrap_or(max_bytes + 1))),
-        code => {
-            check(code, path, stderr, "readFile")?;
-            Ok(data.unwrap_or_default())
-        }
+        scripts::NOT_REGULAR => Err(Error::invalid_request(format!(
+            "readFile {}: not a regular file (a FIFO, socket or device); readFile reads regular files only",
+            quoted(path)
+        ))),
+        code => check(code, path, stderr, "readFile").map(|()| data),
     }
 }
 
 /// Creates or truncates a file with exactly `content`, atomically (temp file
 /// in the same directory, then rename). `not_found` if the parent directory
 /// is missing, `is_directory` if the path is a directory.
-pub async fn write_file(engine: &ExecEngine, target: &ExecTarget, path: &str, content: Bytes) -> Result<()> {
+pub async fn write_file(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    path: &str,
+    content: Bytes,
+) -> Result<()> {
     check_path(path)?;
     let argv = script_argv(scripts::WRITE, [path.to_owned(), content.len().to_string()]);
     let stdin = (!content.is_empty()).then_some(content);
-    let (code, stderr) = run(engine, target, argv, stdin, |_| Ok(())).await?;
+    let (code, stderr) = run(engine, target, call, argv, stdin, |_| Ok(())).await?;
     if code == scripts::SHORT_WRITE {
         return Err(Error::new(
             ErrorCode::ConnectionLost,
@@ -94,18 +106,19 @@ pub async fn write_file(engine: &ExecEngine, target: &ExecTarget, path: &str, co
 }
 
 /// `mkdir -p`: creates parents, succeeds if the directory exists.
-pub async fn mkdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<()> {
+pub async fn mkdir(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &str) -> Result<()> {
     check_path(path)?;
-    let (code, stderr) = run(engine, target, script_argv(scripts::MKDIR, [path.to_owned()]), None, |_| Ok(())).await?;
+    let (code, stderr) =
+        run(engine, target, call, script_argv(scripts::MKDIR, [path.to_owned()]), None, |_| Ok(())).await?;
     check(code, path, stderr, "mkdir")
 }
 
 /// Type, size, mode and mtime of a path (symlinks followed).
-pub async fn stat(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<FileStat> {
+pub async fn stat(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &str) -> Result<FileStat> {
     check_path(path)?;
     // One short line; the cap only guards against a misbehaving `stat`.
     let mut out = HeadBuffer::new(1024);
-    let (code, stderr) = run(engine, target, script_argv(scripts::STAT, [path.to_owned()]), None, |d| {
+    let (code, stderr) = run(engine, target, call, script_argv(scripts::STAT, [path.to_owned()]), None, |d| {
         out.push(&d);
         Ok(())
     })
@@ -114,24 +127,44 @@ pub async fn stat(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Resul
     parse::parse_stat(&String::from_utf8_lossy(&out.into_inner()))
 }
 
-/// Entry names of a directory, without `.` and `..`, as raw bytes.
-pub async fn readdir(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<Vec<Vec<u8>>> {
+/// Entry names of a directory, without `.` and `..`, as raw bytes;
+/// `too_large` past [`MAX_DIR_ENTRIES`] names or [`MAX_DIR_BYTES`] bytes.
+pub async fn readdir(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &str) -> Result<Vec<Vec<u8>>> {
     check_path(path)?;
+    let too_large = |what: String| {
+        Error::new(
+            ErrorCode::TooLarge,
+            format!(
+                "readdir {}: the directory has more than {what}; list it with exec (e.g. `find`) in parts",
+                quoted(path)
+            ),
+        )
+    };
     let mut out = Vec::new();
-    let (code, stderr) = run(engine, target, script_argv(scripts::READDIR, [path.to_owned()]), None, |d| {
+    let mut names = 0;
+    let argv = script_argv(scripts::READDIR, [path.to_owned(), (MAX_DIR_ENTRIES + 1).to_string()]);
+    let (code, stderr) = run(engine, target, call, argv, None, |d| {
+        if out.len() + d.len() > MAX_DIR_BYTES {
+            return Err(too_large(format!("{MAX_DIR_BYTES} bytes of names")));
+        }
+        names += memchr::memchr_iter(0, &d).count();
         out.extend_from_slice(&d);
         Ok(())
     })
     .await?;
     check(code, path, stderr, "readdir")?;
+    if names > MAX_DIR_ENTRIES {
+        return Err(too_large(format!("{MAX_DIR_ENTRIES} entries")));
+    }
     Ok(parse::split_names(&out))
 }
 
 /// Whether a path exists (symlinks followed). Never fails for a missing
 /// path; fails on transport errors.
-pub async fn exists(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Result<bool> {
+pub async fn exists(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &str) -> Result<bool> {
     check_path(path)?;
-    let (code, stderr) = run(engine, target, script_argv(scripts::EXISTS, [path.to_owned()]), None, |_| Ok(())).await?;
+    let (code, stderr) =
+        run(engine, target, call, script_argv(scripts::EXISTS, [path.to_owned()]), None, |_| Ok(())).await?;
     match code {
         scripts::NOT_FOUND => Ok(false),
         code => check(code, path, stderr, "exists").map(|()| true),
@@ -140,11 +173,17 @@ pub async fn exists(engine: &ExecEngine, target: &ExecTarget, path: &str) -> Res
 
 /// Removes a path, as `fs.rm`: `not_found` unless `force`, `is_directory`
 /// for a directory unless `recursive`.
-pub async fn remove(engine: &ExecEngine, target: &ExecTarget, path: &str, options: RemoveOptions) -> Result<()> {
+pub async fn remove(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    path: &str,
+    options: RemoveOptions,
+) -> Result<()> {
     check_path(path)?;
     let flag = |b: bool| if b { "1" } else { "0" }.to_owned();
     let argv = script_argv(scripts::REMOVE, [path.to_owned(), flag(options.recursive), flag(options.force)]);
-    let (code, stderr) = run(engine, target, argv, None, |_| Ok(())).await?;
+    let (code, stderr) = run(engine, target, call, argv, None, |_| Ok(())).await?;
     check(code, path, stderr, "remove")
 }
 
@@ -153,11 +192,12 @@ pub async fn remove(engine: &ExecEngine, target: &ExecTarget, path: &str, option
 async fn run(
     engine: &ExecEngine,
     target: &ExecTarget,
+    call: &Call,
     argv: Vec<String>,
     stdin: Option<Bytes>,
     on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
 ) -> Result<(i32, HeadBuffer)> {
-    let (ended, stderr) = engine.run_script(target, argv, stdin, on_stdout).await?;
+    let (ended, stderr) = engine.run_script(target, call, argv, stdin, on_stdout).await?;
     Ok((exit_code(ended)?, stderr))
 }
 

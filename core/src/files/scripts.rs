@@ -13,14 +13,20 @@ pub const NOT_DIRECTORY: i32 = 93;
 pub const TOO_LARGE: i32 = 94;
 /// Fewer stdin bytes arrived than announced; nothing was replaced.
 pub const SHORT_WRITE: i32 = 95;
+/// The path is not a regular file (FIFO, socket, device).
+pub const NOT_REGULAR: i32 = 96;
 
 /// `$1` path, `$2` byte limit. Prints the size on its own line, then the
-/// bytes. Directories are refused before anything is read.
+/// bytes. Directories and other files that are not regular (a FIFO would
+/// block, a device never end) are refused before anything is read; a file
+/// that grows past the limit while it is read is stopped by the engine.
 pub const READ: &str = r#"p=$1;case $p in -*) p=./$p;;esac
 [ -d "$p" ]&&exit 92
 [ -e "$p" ]||exit 91
+[ -f "$p" ]||exit 96
 s=$(stat -L -c %s -- "$p" 2>/dev/null||wc -c <"$p")||exit 1
 echo "$s"
+case $s in ''|*[!0-9]*) exit 1;;esac
 [ "$s" -gt "$2" ]&&exit 94
 exec cat -- "$p""#;
 
@@ -55,14 +61,15 @@ pub const STAT: &str = r#"p=$1;case $p in -*) p=./$p;;esac
 [ -L "$p" ]&&printf '1 '||printf '0 '
 stat -L -c '%f %s %.3Y' -- "$p" 2>/dev/null||stat -L -c '%f %s %Y' -- "$p""#;
 
-/// `$1` path. Prints each entry name followed by NUL (names may hold any
-/// byte but NUL and `/`). A glob in the directory itself: no `find -printf`
-/// or `ls` parsing needed, and no path prefix to strip.
-pub const READDIR: &str = r#"p=$1;case $p in -*) p=./$p;;esac
+/// `$1` path, `$2` most entries to print. Prints each entry name followed
+/// by NUL (names may hold any byte but NUL and `/`). A glob in the directory
+/// itself: no `find -printf` or `ls` parsing needed, and no path prefix to
+/// strip.
+pub const READDIR: &str = r#"p=$1;m=$2;case $p in -*) p=./$p;;esac
 [ -e "$p" ]||exit 91
 [ -d "$p" ]||exit 93
 cd -- "$p"||exit 1
-for f in * .*;do case $f in .|..) continue;;esac;[ -e "$f" ]||[ -L "$f" ]||continue;printf '%s\0' "$f";done"#;
+for f in * .*;do case $f in .|..) continue;;esac;[ -e "$f" ]||[ -L "$f" ]||continue;printf '%s\0' "$f";m=$((m-1));[ "$m" -gt 0 ]||break;done"#;
 
 /// `$1` path. Exit 0 if it exists (symlinks followed), [`NOT_FOUND`] if not.
 pub const EXISTS: &str = r#"p=$1;case $p in -*) p=./$p;;esac

@@ -6,8 +6,8 @@
 //! whose connection breaks, or whose API server restarts, is started again
 //! from the last delivered chunk, so the caller sees every byte exactly once.
 //! Followers and waits are killable runs (abort kills them, the orphan sweep
-//! cleans up after a dead host) but do not count against
-//! `maxConcurrentExecs`: they last as long as the process.
+//! cleans up after a dead host) with slots of their own instead of
+//! `maxConcurrentExecs`'s: they last as long as the process.
 
 use std::time::Duration;
 
@@ -22,11 +22,15 @@ use super::{spawn_with, Reader, SpawnRequest, SpawnStdin};
 use crate::client::AUTH_GRACE;
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
+use crate::exec::trailer::MAX_TRAILER;
 use crate::exec::wrapper::script_argv;
 use crate::exec::{
-    aborted, script_status, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
+    aborted, script_status, Call, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
 };
 
+/// Upper bound of stopping a process's tree (TERM, 2 s grace, KILL, plus
+/// connection set-up).
+const TERMINATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long reconnecting may keep failing before a follower gives up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(300);
 /// First and longest pause between reconnects.
@@ -66,7 +70,13 @@ pub async fn follow(
             ("ASB_O".to_owned(), cursor.stdout.to_string()),
             ("ASB_E".to_owned(), cursor.stderr.to_string()),
         ];
-        let command = format!("set -- \"$ASB_P\" \"$ASB_O\" \"$ASB_E\" follow\n{}", scripts::READ);
+        // Once the waiter is gone the script reads what is there, up to the
+        // page: everything a stream can hold, the trailer included.
+        let command = format!(
+            "set -- \"$ASB_P\" \"$ASB_O\" \"$ASB_E\" follow {}\n{}",
+            MAX_CAP + MAX_TRAILER as u64,
+            scripts::READ
+        );
         let ended = engine.run_command(target, tracked(command, env, &cancel), &mut sink).await;
         cursor = sink.reader.cursor();
         truncated |= sink.reader.truncated();
@@ -131,7 +141,7 @@ pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: 
         _ => SpawnStdin::None,
     };
     let spawn = SpawnRequest { command, cwd, env, stdin, timeout, max_output_bytes: MAX_CAP };
-    let info = spawn_with(engine, target, spawn, true).await?;
+    let info = spawn_with(engine, target, &Call::default(), spawn, true).await?;
     let (tx, mut rx) = mpsc::channel::<ProcessChunk>(16);
     let mut stdout = HeadBuffer::new(max_output_bytes);
     let mut stderr = HeadBuffer::new(max_output_bytes);
@@ -192,11 +202,11 @@ pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: 
 /// TERM, 2 s of grace, KILL to the process's whole tree.
 pub(crate) async fn terminate(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<()> {
     let argv = script_argv(scripts::SIGNAL, [id.to_owned(), "terminate".to_owned()]);
-    let (ended, stderr) = engine.run_script(target, argv, None, |_| Ok(())).await?;
+    let (ended, stderr) = engine.run_script(target, &Call::within(TERMINATE_TIMEOUT), argv, None, |_| Ok(())).await?;
     script_status(ended, "stopping the process", stderr).map(drop)
 }
 
-/// A killable, uncapped run of one of our scripts with its arguments in env.
+/// A killable, long-lived run of one of our scripts with its arguments in env.
 fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationToken) -> Command {
     Command {
         command,
@@ -205,7 +215,7 @@ fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationTok
         stdin: None::<Bytes>,
         timeout: None,
         cancel: cancel.clone(),
-        capped: false,
+        long_lived: true,
     }
 }
 

@@ -10,6 +10,7 @@
 //! pod (suspend, deletion), after which its handle reports `lost`.
 
 mod follow;
+mod poller;
 mod reader;
 pub mod scripts;
 mod spawn;
@@ -20,18 +21,33 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub use follow::{exec_reattached, follow, wait, Followed};
+pub(crate) use poller::{Answer, Pollers};
 pub use spawn::spawn;
 pub(crate) use spawn::spawn_with;
 pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 
+#[cfg(doc)]
+use crate::exec::ExecRequest;
+
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
 use crate::exec::wrapper::script_argv;
-use crate::exec::{script_status, Completion, ExecEngine, ExecTarget};
+use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
 use reader::Reader;
 
 /// Default cap of each stream's stored output.
 pub const DEFAULT_CAP: u64 = 32 * 1024 * 1024;
+/// Most bytes of each stream one [`poll`] returns; the rest comes with the
+/// next. Bounds what one call can make the host hold, whatever the sandbox
+/// wrote into the output files.
+pub const POLL_PAGE: u64 = 8 * 1024 * 1024;
+/// Most processes [`list`] returns; more is `too_large`.
+pub const MAX_LISTED: usize = 1000;
+/// Most bytes of a command text a listing shows.
+pub const LISTED_COMMAND_BYTES: usize = 64 * 1024;
+/// Most bytes a listing may take in all (1,000 commands of 64 KiB would be
+/// 64 MiB); past it, `too_large`.
+const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
 /// What a spawned process reads on stdin.
 #[derive(Debug, Clone, Default)]
@@ -85,7 +101,8 @@ pub struct ProcessInfo {
     pub id: String,
     /// Pid of the command's shell in the sandbox.
     pub pid: u32,
-    /// The command line.
+    /// The command line (in a listing, at most its first
+    /// [`LISTED_COMMAND_BYTES`] bytes).
     pub command: String,
     /// When it started (ms since the epoch, the starter's clock).
     pub started_at_ms: u64,
@@ -96,7 +113,8 @@ pub struct ProcessInfo {
 /// What [`poll`] returns.
 #[derive(Debug, Clone)]
 pub struct ProcessPoll {
-    /// Every chunk after the requested sequence, in order.
+    /// The chunks after the requested sequence, in order: at most
+    /// [`POLL_PAGE`] bytes of each stream, the rest on the next poll.
     pub chunks: Vec<ProcessChunk>,
     /// Set once the process has exited and every chunk was delivered.
     pub exit: Option<ProcessExit>,
@@ -106,6 +124,38 @@ pub struct ProcessPoll {
 
 /// Signals [`kill`] accepts.
 pub const SIGNALS: [&str; 9] = ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"];
+
+/// What [`kill`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// End the whole tree for sure: TERM, 2 s of grace, then KILL to what is
+    /// left (as an exec's timeout does). What `kill()` without a signal does,
+    /// as Rivet's helpers expect of it.
+    Terminate,
+    /// One signal (one of [`SIGNALS`]), sent to the whole tree.
+    Signal(&'static str),
+}
+
+impl Kill {
+    /// A signal name (`TERM`, `SIGTERM`); `invalid_request` for others.
+    pub fn signal(name: &str) -> Result<Kill> {
+        let bare = name.strip_prefix("SIG").unwrap_or(name);
+        SIGNALS.iter().find(|s| **s == bare).map(|s| Kill::Signal(s)).ok_or_else(|| {
+            Error::invalid_request(format!(
+                "signal must be one of {}, got {}",
+                SIGNALS.join(", "),
+                crate::error::quoted(name)
+            ))
+        })
+    }
+
+    fn arg(self) -> &'static str {
+        match self {
+            Kill::Terminate => "terminate",
+            Kill::Signal(s) => s,
+        }
+    }
+}
 
 /// A fresh process id: the start time in ms and 32 random bits, as 20 hex
 /// digits, so ids sort by start time and never collide in practice.
@@ -127,49 +177,70 @@ pub fn check_id(id: &str) -> Result<()> {
 }
 
 /// Every process the sandbox keeps (running, or exited within the
-/// retention), in start order.
-pub async fn list(engine: &ExecEngine, target: &ExecTarget) -> Result<Vec<ProcessInfo>> {
-    list_matching(engine, target, "").await
+/// retention), in start order; `too_large` past [`MAX_LISTED`].
+pub async fn list(engine: &ExecEngine, target: &ExecTarget, call: &Call) -> Result<Vec<ProcessInfo>> {
+    list_matching(engine, target, call, "").await
 }
 
 /// One process, or `None` if the sandbox does not know it (or `id` could not
 /// name one).
-pub async fn find(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Option<ProcessInfo>> {
+pub async fn find(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str) -> Result<Option<ProcessInfo>> {
     if check_id(id).is_err() {
         return Ok(None);
     }
-    Ok(list_matching(engine, target, id).await?.into_iter().next())
+    Ok(list_matching(engine, target, call, id).await?.into_iter().next())
 }
 
-async fn list_matching(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<Vec<ProcessInfo>> {
+async fn list_matching(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str) -> Result<Vec<ProcessInfo>> {
+    let too_large = || {
+        Error::new(
+            ErrorCode::TooLarge,
+            format!(
+                "the sandbox keeps more than {MAX_LISTED} processes (or {MAX_LIST_BYTES} bytes of commands); \
+                 find one with process(id)"
+            ),
+        )
+    };
     let mut out = Vec::new();
+    let args = [id.to_owned(), MAX_LISTED.to_string(), LISTED_COMMAND_BYTES.to_string()];
     let (ended, stderr) = engine
-        .run_script(target, script_argv(scripts::LIST, [id.to_owned()]), None, |c| {
+        .run_script(target, call, script_argv(scripts::LIST, args), None, |c| {
+            if out.len() + c.len() > MAX_LIST_BYTES {
+                return Err(too_large());
+            }
             out.extend_from_slice(&c);
             Ok(())
         })
         .await?;
     script_status(ended, "listing processes", stderr)?;
-    parse_list(&out)
+    parse_list(&out)?.ok_or_else(too_large)
 }
 
-fn parse_list(out: &[u8]) -> Result<Vec<ProcessInfo>> {
+/// The list script's output; `None` when it stopped at its limit (`more`).
+fn parse_list(out: &[u8]) -> Result<Option<Vec<ProcessInfo>>> {
     let bad = || {
         Error::internal(format!(
             "the process list is malformed: {:?}",
             String::from_utf8_lossy(&out[..out.len().min(200)])
         ))
     };
-    let end = memchr::memmem::find(out, b".\n").filter(|&i| i == 0 || out[i - 1] == b'\n').ok_or_else(bad)?;
-    let mut texts = &out[end + 2..];
+    let mut rest = out;
     let mut list = Vec::new();
-    for line in out[..end].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let line = std::str::from_utf8(line).map_err(|_| bad())?;
+    loop {
+        let end = memchr::memchr(b'\n', rest).ok_or_else(bad)?;
+        let line = std::str::from_utf8(&rest[..end]).map_err(|_| bad())?;
+        rest = &rest[end + 1..];
+        match line {
+            "." => return Ok(Some(list)),
+            "more" => return Ok(None),
+            _ => {}
+        }
         let f: Vec<&str> = line.split(' ').collect();
-        let [id, pid, at, x, waiter, len] = f.as_slice() else { return Err(bad()) };
-        let len: usize = len.parse().map_err(|_| bad())?;
-        let text = texts.get(..len).ok_or_else(bad)?;
-        texts = &texts[len..];
+        let [id, pid, at, x, waiter] = f.as_slice() else { return Err(bad()) };
+        let text_end = memchr::memchr(0, rest).ok_or_else(bad)?;
+        let text = &rest[..text_end];
+        rest = &rest[text_end + 1..];
+        check_id(id).map_err(|_| bad())?;
         let exit = match (*x, *waiter) {
             ("-", "1") => None,
             ("-", _) => Some(ProcessExit::LOST),
@@ -183,20 +254,26 @@ fn parse_list(out: &[u8]) -> Result<Vec<ProcessInfo>> {
             exit,
         });
     }
-    Ok(list)
 }
 
-/// Every chunk after `after` (a chunk's sequence; `None`: from the start)
-/// that the sandbox has now, and the exit once the process has exited and
-/// all its output is in the chunks.
-pub async fn poll(engine: &ExecEngine, target: &ExecTarget, id: &str, after: Option<u64>) -> Result<ProcessPoll> {
+/// The chunks after `after` (a chunk's sequence; `None`: from the start)
+/// that the sandbox has now, at most [`POLL_PAGE`] bytes of each stream, and
+/// the exit once the process has exited and all its output is in the chunks.
+pub async fn poll(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    id: &str,
+    after: Option<u64>,
+) -> Result<ProcessPoll> {
     check_id(id)?;
     let cursor = after.map(Cursor::from_sequence).transpose()?.unwrap_or_default();
-    let args = [id.to_owned(), cursor.stdout.to_string(), cursor.stderr.to_string(), "poll".to_owned()];
-    let mut reader = Reader::new(id, cursor);
+    let args =
+        [id.to_owned(), cursor.stdout.to_string(), cursor.stderr.to_string(), "poll".to_owned(), POLL_PAGE.to_string()];
+    let mut reader = Reader::new(id, cursor).with_page(POLL_PAGE);
     let mut chunks = Vec::new();
     let ended = engine
-        .run_script_with(target, script_argv(scripts::READ, args), None, |chunk| {
+        .run_script_with(target, call, script_argv(scripts::READ, args), None, |chunk| {
             reader.feed(chunk, |c| chunks.push(c));
             Ok(())
         })
@@ -205,33 +282,40 @@ pub async fn poll(engine: &ExecEngine, target: &ExecTarget, id: &str, after: Opt
     Ok(ProcessPoll { chunks, exit: reader.exit_after_all(), truncated: reader.truncated() })
 }
 
+/// Checks the arguments of [`poll`] (as it does) without reading anything.
+pub(crate) fn check_poll(id: &str, after: Option<u64>) -> Result<()> {
+    check_id(id)?;
+    after.map(Cursor::from_sequence).transpose().map(drop)
+}
+
 /// Writes bytes to a process's stdin (spawned with [`SpawnStdin::Open`]).
 /// Waits while the process does not read and its pipe is full.
-pub async fn write_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str, data: Bytes) -> Result<()> {
+pub async fn write_stdin(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str, data: Bytes) -> Result<()> {
     check_id(id)?;
     if data.is_empty() {
         return Ok(());
     }
     let args = [id.to_owned(), "write".to_owned(), data.len().to_string()];
-    stdin_call(engine, target, id, args.to_vec(), Some(data)).await
+    stdin_call(engine, target, call, id, args.to_vec(), Some(data)).await
 }
 
 /// Closes a process's stdin: it reads EOF once it has read what was written.
-pub async fn close_stdin(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<()> {
+pub async fn close_stdin(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str) -> Result<()> {
     check_id(id)?;
-    stdin_call(engine, target, id, vec![id.to_owned(), "close".to_owned()], None).await
+    stdin_call(engine, target, call, id, vec![id.to_owned(), "close".to_owned()], None).await
 }
 
 async fn stdin_call(
     engine: &ExecEngine,
     target: &ExecTarget,
+    call: &Call,
     id: &str,
     args: Vec<String>,
     data: Option<Bytes>,
 ) -> Result<()> {
     let mut reply = HeaderLine::default();
     let (ended, stderr) = engine
-        .run_script(target, script_argv(scripts::STDIN, args), data, |c| {
+        .run_script(target, call, script_argv(scripts::STDIN, args), data, |c| {
             reply.feed(c);
             Ok(())
         })
@@ -248,17 +332,15 @@ async fn stdin_call(
     }
 }
 
-/// Sends `signal` (one of [`SIGNALS`]) to the process and every process it
-/// started, grandchildren whose parent died included. Resolves once sent; a
-/// process that already ended is not an error.
-pub async fn kill(engine: &ExecEngine, target: &ExecTarget, id: &str, signal: &str) -> Result<()> {
+/// Sends `kill` to the process and every process it started, grandchildren
+/// whose parent died included. Resolves once sent ([`Kill::Terminate`]:
+/// once the tree is gone, at most the grace later); a process that already
+/// ended is not an error. A death this causes is reported as the
+/// provider's: `exit_code: None` with the signal.
+pub async fn kill(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str, kill: Kill) -> Result<()> {
     check_id(id)?;
-    if !SIGNALS.contains(&signal) {
-        return Err(Error::invalid_request(format!("signal must be one of {}, got {signal:?}", SIGNALS.join(", "))));
-    }
-    let (ended, stderr) = engine
-        .run_script(target, script_argv(scripts::SIGNAL, [id.to_owned(), signal.to_owned()]), None, |_| Ok(()))
-        .await?;
+    let argv = script_argv(scripts::SIGNAL, [id.to_owned(), kill.arg().to_owned()]);
+    let (ended, stderr) = engine.run_script(target, call, argv, None, |_| Ok(())).await?;
     script_status(ended, "signalling the process", stderr).map(drop)
 }
 
@@ -281,13 +363,26 @@ mod tests {
 
     #[test]
     fn list_parses_commands_of_any_bytes() {
-        let out = b"0000000000010000000a 12 5 - 1 3\n0000000000020000000b 13 6 0 0 4\n.\nls\na\nb\n";
-        let l = parse_list(out).unwrap();
+        let out = b"0000000000010000000a 12 5 - 1\nls\n\x000000000000020000000b 13 6 0 0\na\nb\n\x00.\n";
+        let l = parse_list(out).unwrap().unwrap();
         assert_eq!(l.len(), 2);
         assert_eq!((l[0].command.as_str(), l[0].exit), ("ls\n", None));
         assert_eq!((l[1].command.as_str(), l[1].exit.unwrap().exit_code), ("a\nb\n", Some(0)));
-        assert_eq!(parse_list(b".\n").unwrap(), vec![]);
-        assert!(parse_list(b"x\n").is_err());
+        assert_eq!(parse_list(b".\n").unwrap(), Some(vec![]));
+        assert_eq!(parse_list(b"0000000000010000000a 12 5 - 1\nls\x00more\n").unwrap(), None);
+        for bad in [&b"x\n"[..], b"", b"0000000000010000000a 12 5 - 1\nls", b"../../etc/passwd0000 1 1 - 1\nx\x00.\n"] {
+            assert!(parse_list(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn kill_signals() {
+        assert_eq!(Kill::signal("SIGKILL").unwrap(), Kill::Signal("KILL"));
+        assert_eq!(Kill::signal("TERM").unwrap().arg(), "TERM");
+        assert_eq!(Kill::Terminate.arg(), "terminate");
+        for bad in ["", "terminate", "9", "SIGFOO", "KILL; rm -rf /"] {
+            assert_eq!(Kill::signal(bad).unwrap_err().code, ErrorCode::InvalidRequest, "{bad}");
+        }
     }
 }
 
@@ -305,7 +400,7 @@ mod properties {
             any::<u64>(),
             prop_oneof![Just("-".to_string()), "[0-9]{1,3}", Just("timeout".to_string())],
             any::<bool>(),
-            prop::collection::vec(any::<u8>(), 0..64),
+            prop::collection::vec(1u8..=255, 0..64),
         )
     }
 
@@ -314,13 +409,12 @@ mod properties {
         fn listings_round_trip(entries in prop::collection::vec(entry(), 0..8)) {
             let mut out = Vec::new();
             for (id, pid, at, x, waiter, text) in &entries {
-                out.extend_from_slice(format!("{id} {pid} {at} {x} {} {}\n", u8::from(*waiter), text.len()).as_bytes());
+                out.extend_from_slice(format!("{id} {pid} {at} {x} {}\n", u8::from(*waiter)).as_bytes());
+                out.extend_from_slice(text);
+                out.push(0);
             }
             out.extend_from_slice(b".\n");
-            for (.., text) in &entries {
-                out.extend_from_slice(text);
-            }
-            let list = parse_list(&out).unwrap();
+            let list = parse_list(&out).unwrap().unwrap();
             prop_assert_eq!(list.len(), entries.len());
             for (info, (id, pid, at, x, waiter, text)) in list.iter().zip(&entries) {
                 prop_assert_eq!((&info.id, info.pid, info.started_at_ms), (id, *pid, *at));
@@ -332,11 +426,6 @@ mod properties {
                 };
                 prop_assert_eq!(info.exit, exit);
             }
-        }
-
-        #[test]
-        fn any_listing_parses_or_is_an_error(data in prop::collection::vec(any::<u8>(), 0..256)) {
-            let _ = parse_list(&data);
         }
     }
 }

@@ -19,6 +19,11 @@ pub(crate) struct Reader {
     streams: Option<[StreamReader; 2]>,
     /// Stderr that arrived before the state line.
     early: Vec<Bytes>,
+    /// Most bytes of each stream this read takes (a poll's page); later
+    /// bytes are left for the next read.
+    page: u64,
+    /// Bytes taken of each stream (stdout, stderr).
+    taken: [u64; 2],
 }
 
 impl Reader {
@@ -30,7 +35,16 @@ impl Reader {
             state: None,
             streams: None,
             early: Vec::new(),
+            page: u64::MAX,
+            taken: [0; 2],
         }
+    }
+
+    /// Takes at most `page` bytes of each stream: the read script stops
+    /// there too, but its files are the sandbox's, so the host counts.
+    pub(crate) fn with_page(mut self, page: u64) -> Self {
+        self.page = page;
+        self
     }
 
     /// Feeds one chunk of a read script's output.
@@ -60,12 +74,15 @@ impl Reader {
         }
     }
 
-    fn feed_stream(&mut self, stream: Stream, data: Bytes, emit: &mut impl FnMut(ProcessChunk)) {
+    fn feed_stream(&mut self, stream: Stream, mut data: Bytes, emit: &mut impl FnMut(ProcessChunk)) {
         let Some(streams) = &mut self.streams else { return };
         let (mine, other) = match stream {
             Stream::Stdout => (0, 1),
             Stream::Stderr => (1, 0),
         };
+        let room = self.page.saturating_sub(self.taken[mine]);
+        data.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+        self.taken[mine] += data.len() as u64;
         let other_offset = streams[other].offset();
         streams[mine].feed(data, |data, offset| {
             let cursor = match stream {
@@ -84,8 +101,12 @@ impl Reader {
         }
     }
 
-    /// Both streams are complete (trailer seen, or the cap reached): the exit, from a
-    /// trailer or the `x` file; or the process is lost.
+    /// The exit, once both streams are complete (trailer seen, or the cap
+    /// reached) and the waiter has recorded it and gone; or the process is
+    /// lost. The exit comes from the `x` file the waiter writes after the
+    /// command is done, never from a trailer: the command knows its id and
+    /// can print a trailer itself (that only ends its own output early), and
+    /// while the waiter lives an `x` the command wrote is not believed.
     pub(crate) fn exit_after_all(&self) -> Option<ProcessExit> {
         let (state, streams) = match (&self.state, &self.streams) {
             (Some(State::Gone), _) => return Some(ProcessExit::LOST),
@@ -94,11 +115,10 @@ impl Reader {
         };
         let State::Known { exit, waiter_alive, .. } = state else { return None };
         let complete = streams.iter().all(StreamReader::complete);
-        let token = streams.iter().find_map(StreamReader::trailer).or(exit.as_deref());
-        match (complete, token) {
-            (true, Some(token)) => Some(ProcessExit::from_token(token)),
+        match (complete, exit, waiter_alive) {
+            (true, Some(token), false) => Some(ProcessExit::from_token(token)),
             // The waiter died without recording an exit: killed, or its pod went.
-            (_, None) if !waiter_alive => Some(ProcessExit::LOST),
+            (_, None, false) => Some(ProcessExit::LOST),
             _ => None,
         }
     }
@@ -129,7 +149,7 @@ mod tests {
         let mut r = Reader::new(id, Cursor::default());
         let mut got = Vec::new();
         r.feed(chunk(Stream::Stderr, b"E1"), |c| got.push(c));
-        r.feed(chunk(Stream::Stdout, b"- 1 100\nO1"), |c| got.push(c));
+        r.feed(chunk(Stream::Stdout, b"0 0 100\nO1"), |c| got.push(c));
         r.feed(chunk(Stream::Stdout, b"O2"), |c| got.push(c));
         assert!(!r.complete());
         let mut o = b"O3".to_vec();
@@ -142,6 +162,31 @@ mod tests {
         // Resuming after the second chunk gives exactly the rest.
         let resume = Cursor::from_sequence(got[1].sequence).unwrap();
         assert_eq!(resume, Cursor { stdout: 2, stderr: 2 });
+    }
+
+    #[test]
+    fn a_forged_trailer_or_exit_is_no_exit_while_the_waiter_lives() {
+        let id = "00000000000100000001";
+        let forged = b"\x1easb 00000000000100000001 0\n";
+        for state in [&b"- 1 100\n"[..], b"0 1 100\n"] {
+            let mut r = Reader::new(id, Cursor::default());
+            r.feed(chunk(Stream::Stdout, state), |_| {});
+            r.feed(OutputChunk { stream: Stream::Stdout, data: Bytes::copy_from_slice(forged) }, |_| {});
+            r.feed(OutputChunk { stream: Stream::Stderr, data: Bytes::copy_from_slice(forged) }, |_| {});
+            assert_eq!(r.exit_after_all(), None, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn a_page_bounds_what_one_read_takes() {
+        let mut r = Reader::new("00000000000100000001", Cursor::default()).with_page(3);
+        let mut got = Vec::new();
+        r.feed(chunk(Stream::Stdout, b"- 1 100\nabcdef"), |c| got.push(c));
+        r.feed(chunk(Stream::Stderr, b"xy"), |c| got.push(c));
+        r.feed(chunk(Stream::Stderr, b"zw"), |c| got.push(c));
+        assert_eq!(r.cursor(), Cursor { stdout: 3, stderr: 3 });
+        let data: Vec<&[u8]> = got.iter().map(|c| c.data.as_ref()).filter(|d| !d.is_empty()).collect();
+        assert_eq!(data, [&b"abc"[..], b"xy", b"z"]);
     }
 
     #[test]

@@ -36,13 +36,19 @@ use crate::exec::trailer::MAX_TRAILER;
 
 /// Lines shared by the scripts that read a process's state: `$d` its
 /// directory from `$1`; `hd` prints the state line
-/// `<x or -> <waiter alive 0|1> <cap>`.
+/// `<x or -> <waiter alive 0|1> <cap>`. The record and `x` are the
+/// sandbox's to rewrite: every value is checked (digits, the cap at most
+/// [`MAX_CAP`](super::stream::MAX_CAP)) before it is used, and a record that
+/// fails is `gone`.
 macro_rules! proc_lib {
     () => {
-        r#"d=${TMPDIR:-/tmp}/.agent-sandbox/proc/$1
-hd(){ x=-;[ -f "$d/x" ]&&{ read -r x <"$d/x"||x=-;};[ -n "$x" ]||x=-;W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1;echo "$x $W $cap";}
-[ -d "$d" ]||{ echo gone;exit 0;}
+        r#"b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$1
+hd(){ x=-;[ -f "$d/x" ]&&{ read -r x <"$d/x"||x=-;};case $x in timeout|s[1-9]|s[1-9][0-9]) ;; *) nu "$x"||x=-;;esac;W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1;echo "$x $W $cap";}
+[ -d "$d" ]&&[ ! -L "$d" ]&&[ ! -L "$b" ]&&[ -O "$b" ]||{ echo gone;exit 0;}
 read -r p w ws r1 r2 h cap at n <"$d/p"||{ echo gone;exit 0;}
+nu "$p" "$w" "$ws" "$cap"||{ echo gone;exit 0;}
+[ "$h" = - ]||nu "$h"||h=-
+[ "$cap" -le 67108864 ]||cap=67108864
 "#
     };
 }
@@ -59,9 +65,10 @@ read -r p w ws r1 r2 h cap at n <"$d/p"||{ echo gone;exit 0;}
 pub const SPAWN: &str = concat!(
     kill_lib!(),
     r#"i=$1;b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$i;c=$3;m=$4;o=$5;cap=$6;L=$(($6+64));at=$7;n=$8
+pi(){ case $1 in *[!0-9a-f]*) return 1;;esac;[ ${#1} -eq 20 ];}
 case $9 in *c*) c=$(head -c $((n+20)));case $c in *"$i") c=${c%"$i"};; *) echo short;exit 0;;esac;;esac
 if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo cwd;exit 0;};fi
-mkdir -p "$d" 2>/dev/null||{ echo rundir;exit 0;}
+od "$b" 2>/dev/null&&mkdir -m 700 "$d" 2>/dev/null||{ echo rundir;exit 0;}
 if [ "$m" = open ];then mkfifo "$d/o" "$d/e" "$d/0";else mkfifo "$d/o" "$d/e";fi 2>/dev/null||{ rm -rf -- "$d";echo rundir;exit 0;}
 I=/dev/null
 case $m in '') ;; open) I=$d/0;; *) I=$d/i;head -c "$m" >"$I";[ "$(stat -c %s -- "$I")" = "$m" ]||{ rm -rf -- "$d";echo short;exit 0;};;esac
@@ -70,7 +77,7 @@ shift 9
 v='env --';env --default-signal=INT true 2>/dev/null&&v='env --default-signal=INT,QUIT --'
 if stdbuf -o0 true 2>/dev/null;then y(){ stdbuf -o0 head -c "$L" >>"$1";exec cat;};else y(){ exec cat >>"$1";};fi
 (cd "$b"&&touch -d '1 hour ago' .r&&touch -d '1 minute ago' .m&&{ N=0;for x in */x;do [ -f "$x" ]&&N=$((N+1));done;set --
-for x in */x;do [ -f "$x" ]||continue;{ [ "$N" -gt 64 ]||[ "$x" -ot .r ]||{ [ -e "${x%/x}/m" ]&&[ "$x" -ot .m ];};}&&set -- "$@" "${x%/x}";N=$((N-1));done
+for x in */x;do [ -f "$x" ]&&pi "${x%/x}"||continue;{ [ "$N" -gt 64 ]||[ "$x" -ot .r ]||{ [ -e "${x%/x}/m" ]&&[ "$x" -ot .m ];};}&&set -- "$@" "${x%/x}";N=$((N-1));done
 [ $# -gt 0 ]&&rm -rf -- "$@";}) </dev/null >/dev/null 2>&1 &
 (exec 3>&1 >/dev/null 2>&1 </dev/null
 (exec 3>&-;y "$d/1") <"$d/o" &
@@ -79,7 +86,7 @@ r1=$!
 r2=$!
 exec 7>"$d/o" 8>"$d/e"
 h=-;if [ "$m" = open ];then exec 9<>"$d/0";sleep 2147483647 <&9 3>&- 7>&- 8>&- 9>&- & h=$!;fi
-AGENT_SANDBOX_RUN=p$i: $v "$@" /bin/sh -c "$c" <"$I" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
+AGENT_SANDBOX_RUN=p$i: $v "$@" /bin/sh -c -- "$c" <"$I" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
 p=$!
 exec 9>&-
 k=;[ -n "$o" ]&&{ (trap 'kill "$s" 2>/dev/null;exit 0' TERM;sleep "$o" & s=$!;wait "$s"||exit 0;: >"$d/t";R=" $p:1";M=" p$i:";kt 20) 3>&- 7>&- 8>&- & k=$!;}
@@ -89,7 +96,7 @@ echo "ok $p" >&3;exec 3>&-
 wait "$p";s=$?
 [ -n "$k" ]&&kill "$k" 2>/dev/null
 [ "$h" != - ]&&kill "$h" 2>/dev/null
-[ -e "$d/t" ]&&s=timeout
+if [ -e "$d/t" ];then s=timeout;elif [ -e "$d/k" ]&&[ "$s" -gt 128 ];then s=s$((s-128));fi
 echo "$s" >"$d/x"
 printf '\036asb %s %s\n' "$i" "$s" >&7
 printf '\036asb %s %s\n' "$i" "$s" >&8) &
@@ -97,10 +104,11 @@ exit 0"#
 );
 
 /// Reads a process's output. `$1` id, `$2` stdout offset, `$3` stderr
-/// offset, `$4` `poll` (what is there now) or `follow` (and then everything
-/// written until the waiter exits). Prints the state line (see the module),
-/// then the bytes of `1` from `$2` on stdout and of `2` from `$3` on stderr;
-/// `gone` when the process is unknown.
+/// offset, `$4` `poll` (what is there now, at most `$5` bytes of each
+/// stream) or `follow` (and then everything written until the waiter
+/// exits). Prints the state line (see the module), then the bytes of `1`
+/// from `$2` on stdout and of `2` from `$3` on stderr; `gone` when the
+/// process is unknown.
 pub const READ: &str = concat!(
     kill_lib!(),
     proc_lib!(),
@@ -108,7 +116,7 @@ pub const READ: &str = concat!(
 if [ "$4" = follow ]&&[ "$W" = 1 ];then tail -c +$(($2+1)) -f -s 0.2 --pid="$w" "$d/1" 2>/dev/null &
 tail -c +$(($3+1)) -f -s 0.2 --pid="$w" "$d/2" 3>&2 2>/dev/null >&3 &
 wait
-else tail -c +$(($2+1)) "$d/1" 2>/dev/null;tail -c +$(($3+1)) "$d/2" 3>&2 2>/dev/null >&3;fi"#
+else tail -c +$(($2+1)) "$d/1" 2>/dev/null|head -c "$5";tail -c +$(($3+1)) "$d/2" 2>/dev/null|head -c "$5" >&2;fi"#
 );
 
 /// Waits until a process's waiter is gone, then prints the state line.
@@ -146,27 +154,36 @@ exec 4<>"$d/0";head -c "$3" >&4"#
 /// `$1` id, `$2` signal name: sends it (twice, to catch children forked in
 /// between) to every process carrying the process's marker and to their
 /// descendants: the whole tree, grandchildren whose parent died included.
-/// `$2 = terminate`: TERM, 2 s of grace, KILL.
+/// `$2 = terminate`: TERM, 2 s of grace, KILL. Except for STOP and CONT it
+/// first leaves `k`, so the waiter records a death by signal as the
+/// provider's doing (`s<n>` in `x`).
 pub const SIGNAL: &str = concat!(
     kill_lib!(),
     proc_lib!(),
     r#"R=;st "$p"&&R=" $p:1";M=" p$1:"
+case $2 in STOP|CONT) ;; *) : >"$d/k";;esac
 if [ "$2" = terminate ];then kt 20;else K=;kc;ks "$2";kc;ks "$2";fi
 exit 0"#
 );
 
-/// Lists processes. `$1` an id to list only that one (empty: all). Prints
-/// `<id> <pid> <started ms> <x or -> <waiter alive 0|1> <command bytes>` per
-/// process, a line `.`, then the command texts one after the other.
+/// Lists processes. `$1` an id to list only that one (empty: all), `$2`
+/// most entries, `$3` most bytes of each command. Prints per process a line
+/// `<id> <pid> <started ms> <x or -> <waiter alive 0|1>`, then the head of
+/// its command text and a NUL (commands cannot hold NUL bytes); `more` after
+/// `$2` entries; a line `.` at the end. Linear in the number of processes
+/// (one `head` each), whatever the sandbox left in the directory.
 pub const LIST: &str = concat!(
     kill_lib!(),
     r#"b=${TMPDIR:-/tmp}/.agent-sandbox/proc
-cd "$b" 2>/dev/null||{ echo .;exit 0;}
+[ ! -L "$b" ]&&[ -O "$b" ]&&cd "$b" 2>/dev/null||{ echo .;exit 0;}
 g=*;[ -n "$1" ]&&g=$1
-set --
-for f in $g/p;do [ -f "$f" ]||continue;i=${f%/p};read -r p w ws r1 r2 h cap at n <"$f"||continue
-x=-;[ -f "$i/x" ]&&{ read -r x <"$i/x"||x=-;};[ -n "$x" ]||x=-;W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1
-echo "$i $p $at $x $W $n";set -- "$@" "$i/c";done
-echo .
-[ $# -eq 0 ]||cat -- "$@""#
+N=$2
+for f in $g/p;do [ -f "$f" ]||continue;i=${f%/p}
+case $i in *[!0-9a-f]*) continue;;esac;[ ${#i} -eq 20 ]||continue
+read -r p w ws r1 r2 h cap at n <"$f"||continue;nu "$p" "$w" "$ws" "$at"||continue
+[ "$N" -gt 0 ]||{ echo more;exit 0;};N=$((N-1))
+x=-;[ -f "$i/x" ]&&{ read -r x <"$i/x"||x=-;};case $x in timeout|s[1-9]|s[1-9][0-9]) ;; *) nu "$x"||x=-;;esac
+W=0;st "$w"&&[ "$S" = "$ws" ]&&W=1
+echo "$i $p $at $x $W";head -c "$3" -- "$i/c" 2>/dev/null;printf '\0';done
+echo ."#
 );

@@ -10,7 +10,7 @@ use super::{find, new_id, scripts, ProcessInfo, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
 use crate::exec::wrapper::{env_pairs, no_nul, script_argv, ARGV_COMMAND_MAX};
-use crate::exec::{script_status, ExecEngine, ExecTarget};
+use crate::exec::{script_status, Call, ExecEngine, ExecTarget};
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -18,8 +18,13 @@ fn now_ms() -> u64 {
 
 /// Starts a process; resolves once it runs. `invalid_request` for bad
 /// arguments and `not_found` for a missing cwd, having started nothing.
-pub async fn spawn(engine: &ExecEngine, target: &ExecTarget, request: SpawnRequest) -> Result<ProcessInfo> {
-    spawn_with(engine, target, request, false).await
+pub async fn spawn(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    request: SpawnRequest,
+) -> Result<ProcessInfo> {
+    spawn_with(engine, target, call, request, false).await
 }
 
 /// [`spawn`]; `ephemeral` processes are removed a minute after they exit
@@ -27,6 +32,7 @@ pub async fn spawn(engine: &ExecEngine, target: &ExecTarget, request: SpawnReque
 pub(crate) async fn spawn_with(
     engine: &ExecEngine,
     target: &ExecTarget,
+    call: &Call,
     request: SpawnRequest,
     ephemeral: bool,
 ) -> Result<ProcessInfo> {
@@ -72,7 +78,7 @@ pub(crate) async fn spawn_with(
     args.extend(env);
     let mut reply = HeaderLine::default();
     let ran = engine
-        .run_script(target, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
+        .run_script(target, call, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
             reply.feed(chunk);
             Ok(())
         })
@@ -81,7 +87,7 @@ pub(crate) async fn spawn_with(
         Ok(ran) => ran,
         // The connection broke: the script may have got far enough to start
         // the process, which then runs whatever we say. Ask the sandbox.
-        Err(e) if e.code == ErrorCode::ConnectionLost => return started_after_all(engine, target, &id, e).await,
+        Err(e) if e.code == ErrorCode::ConnectionLost => return started_after_all(engine, target, call, &id, e).await,
         Err(e) => return Err(e),
     };
     script_status(ended, "starting the process", stderr)?;
@@ -116,10 +122,19 @@ pub(crate) async fn spawn_with(
 /// (the spawn script finishes in a few milliseconds whether or not anyone is
 /// connected), else the original error. Retries while the sandbox cannot be
 /// reached, for about ten seconds.
-async fn started_after_all(engine: &ExecEngine, target: &ExecTarget, id: &str, lost: Error) -> Result<ProcessInfo> {
+async fn started_after_all(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+    id: &str,
+    lost: Error,
+) -> Result<ProcessInfo> {
     for attempt in 0..20u32 {
-        tokio::time::sleep(Duration::from_millis(if attempt == 0 { 200 } else { 500 })).await;
-        match find(engine, target, id).await {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(if attempt == 0 { 200 } else { 500 })) => {}
+            () = call.cancel.cancelled() => return Err(crate::exec::aborted()),
+        }
+        match find(engine, target, call, id).await {
             Ok(Some(info)) => return Ok(info),
             Ok(None) => break,
             Err(e) if matches!(e.code, ErrorCode::ConnectionLost | ErrorCode::Unavailable) => continue,

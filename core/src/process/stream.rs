@@ -83,10 +83,13 @@ impl State {
         }
         let f: Vec<&str> = line.split(' ').collect();
         let [x, w, cap] = f.as_slice() else { return None };
+        // The script checked these, but they come from files the sandbox
+        // can write: checked again, the cap clamped so sequences stay exact.
+        let token = |t: &str| t.len() <= 16 && !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric());
         Some(State::Known {
-            exit: (*x != "-").then(|| (*x).to_owned()),
+            exit: (*x != "-" && token(x)).then(|| (*x).to_owned()),
             waiter_alive: *w == "1",
-            cap: cap.parse().ok()?,
+            cap: cap.parse::<u64>().ok()?.min(MAX_CAP),
         })
     }
 }
@@ -94,9 +97,13 @@ impl State {
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessExit {
-    /// Exit status as the shell reports it (128+n for a signal); `None` when
-    /// the timeout killed it or its end is unknown (`lost`).
+    /// Exit status as the shell reports it (128+n for a signal it died of by
+    /// itself); `None` when the provider killed it (timeout, `kill`) or its
+    /// end is unknown (`lost`).
     pub exit_code: Option<i32>,
+    /// The signal the provider killed it with (`kill`, or TERM/KILL on a
+    /// timeout), as its number.
+    pub signal: Option<u8>,
     /// The process's timeout fired and killed it.
     pub timed_out: bool,
     /// The process ended with its pod (suspend, deletion) or its waiter was
@@ -105,15 +112,28 @@ pub struct ProcessExit {
 }
 
 impl ProcessExit {
-    pub(crate) const LOST: ProcessExit = ProcessExit { exit_code: None, timed_out: false, lost: true };
+    pub(crate) const LOST: ProcessExit = ProcessExit { exit_code: None, signal: None, timed_out: false, lost: true };
 
-    /// From the status token of a trailer or the `x` file.
+    /// [`ProcessExit::signal`] by name (`SIGKILL`; `SIG42` for a number
+    /// without one).
+    pub fn signal_name(&self) -> Option<String> {
+        let names = [(1, "HUP"), (2, "INT"), (3, "QUIT"), (9, "KILL"), (10, "USR1"), (12, "USR2"), (15, "TERM")];
+        self.signal.map(|n| match names.iter().find(|(k, _)| *k == n) {
+            Some((_, name)) => format!("SIG{name}"),
+            None => format!("SIG{n}"),
+        })
+    }
+
+    /// From the status token of the `x` file: an exit status, `timeout`,
+    /// or `s<n>` (killed by the provider with signal `n`).
     pub(crate) fn from_token(token: &str) -> ProcessExit {
+        let ended = ProcessExit { exit_code: None, signal: None, timed_out: false, lost: false };
         match token {
-            "timeout" => ProcessExit { exit_code: None, timed_out: true, lost: false },
-            n => match n.parse() {
-                Ok(code) => ProcessExit { exit_code: Some(code), timed_out: false, lost: false },
-                Err(_) => ProcessExit::LOST,
+            "timeout" => ProcessExit { timed_out: true, ..ended },
+            t => match (t.strip_prefix('s').map(str::parse::<u8>), t.parse::<i32>()) {
+                (Some(Ok(n)), _) if (1..=64).contains(&n) => ProcessExit { signal: Some(n), ..ended },
+                (None, Ok(code)) if (0..=255).contains(&code) => ProcessExit { exit_code: Some(code), ..ended },
+                _ => ProcessExit::LOST,
             },
         }
     }
@@ -207,6 +227,27 @@ mod tests {
     }
 
     #[test]
+    fn exit_tokens() {
+        assert_eq!(ProcessExit::from_token("0").exit_code, Some(0));
+        assert_eq!(ProcessExit::from_token("137").exit_code, Some(137));
+        let killed = ProcessExit::from_token("s9");
+        assert_eq!((killed.exit_code, killed.signal, killed.lost), (None, Some(9), false));
+        assert!(ProcessExit::from_token("timeout").timed_out);
+        for forged in ["-1", "256", "s0", "s65", "s", "99999999999", "x"] {
+            assert!(ProcessExit::from_token(forged).lost, "{forged}");
+        }
+    }
+
+    #[test]
+    fn forged_state_lines_are_bounded() {
+        let Some(State::Known { cap, .. }) = State::parse(b"- 1 18446744073709551615") else { panic!() };
+        assert_eq!(cap, MAX_CAP);
+        let Some(State::Known { exit, .. }) = State::parse(b"../x 0 5") else { panic!() };
+        assert_eq!(exit, None);
+        assert_eq!(State::parse(b"- 1 -5"), None);
+    }
+
+    #[test]
     fn states() {
         assert_eq!(State::parse(b"gone"), Some(State::Gone));
         assert_eq!(State::parse(b"- 1 33554432"), Some(State::Known { exit: None, waiter_alive: true, cap: 33554432 }));
@@ -232,14 +273,16 @@ mod properties {
     proptest! {
         #[test]
         fn state_lines_round_trip(x in prop_oneof![Just(None), "[0-9a-z]{1,8}".prop_map(Some)], alive in any::<bool>(), cap in any::<u64>()) {
-            prop_assume!(x.as_deref() != Some("-"));
             let line = format!("{} {} {cap}", x.as_deref().unwrap_or("-"), u8::from(alive));
-            prop_assert_eq!(State::parse(line.as_bytes()), Some(State::Known { exit: x, waiter_alive: alive, cap }));
+            prop_assert_eq!(State::parse(line.as_bytes()), Some(State::Known { exit: x, waiter_alive: alive, cap: cap.min(MAX_CAP) }));
         }
 
         #[test]
-        fn any_state_line_parses_or_is_none(line in prop::collection::vec(any::<u8>(), 0..64)) {
-            let _ = State::parse(&line);
+        fn any_state_line_gives_a_bounded_state(line in prop::collection::vec(any::<u8>(), 0..64)) {
+            if let Some(State::Known { cap, exit, .. }) = State::parse(&line) {
+                prop_assert!(cap <= MAX_CAP);
+                prop_assert!(exit.is_none_or(|x| x.len() <= 16 && x.bytes().all(|b| b.is_ascii_alphanumeric())));
+            }
         }
 
         #[test]

@@ -29,15 +29,36 @@ use tokio::sync::mpsc;
 /// Runs argv locally with `TMPDIR` set to its own directory.
 pub struct LocalRuntime {
     tmpdir: PathBuf,
+    /// The program and arguments that stand for `/bin/sh` (dash here;
+    /// `bash --posix` where an image's `/bin/sh` is bash).
+    shell: Vec<String>,
     /// Sessions still to cut after their first chunk of output (a dropped
     /// connection: the process goes on, the caller gets `connection_lost`).
     cut: Arc<AtomicUsize>,
+    /// Sessions started (execs a real runtime would make).
+    runs: Arc<AtomicUsize>,
 }
 
 impl LocalRuntime {
     /// A runtime whose commands see `TMPDIR=<tmpdir>`.
     pub fn new(tmpdir: &Path) -> Self {
-        LocalRuntime { tmpdir: tmpdir.to_owned(), cut: Arc::default() }
+        LocalRuntime {
+            tmpdir: tmpdir.to_owned(),
+            shell: vec!["/bin/sh".into()],
+            cut: Arc::default(),
+            runs: Arc::default(),
+        }
+    }
+
+    /// A counter of the sessions this runtime starts.
+    pub fn runs(&self) -> Arc<AtomicUsize> {
+        self.runs.clone()
+    }
+
+    /// The same runtime running the scripts with `shell` instead of `/bin/sh`.
+    pub fn with_shell(mut self, shell: &[&str]) -> Self {
+        self.shell = shell.iter().map(|s| (*s).to_owned()).collect();
+        self
     }
 
     /// A handle that makes the next `n` sessions with output drop their
@@ -47,14 +68,16 @@ impl LocalRuntime {
     }
 }
 
-/// A fresh directory under the system temp dir, removed by the OS eventually.
+/// A fresh directory under the system temp dir, removed by the OS eventually,
+/// with the `shm/` a [`LocalRuntime`] uses for `/dev/shm` (which every
+/// container runtime provides).
 pub fn scratch(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "asb-{label}-{}-{}",
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
     ));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(dir.join("shm")).unwrap();
     dir
 }
 
@@ -113,8 +136,12 @@ impl Runtime for LocalRuntime {
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         async move {
+            self.runs.fetch_add(1, Ordering::SeqCst);
             let shm = format!("{}/shm", self.tmpdir.display());
-            let argv: Vec<String> = argv.into_iter().map(|a| a.replace("/dev/shm", &shm)).collect();
+            let mut argv: Vec<String> = argv.into_iter().map(|a| a.replace("/dev/shm", &shm)).collect();
+            if argv[0] == "/bin/sh" {
+                argv.splice(..1, self.shell.iter().cloned());
+            }
             let mut child = tokio::process::Command::new(&argv[0])
                 .args(&argv[1..])
                 .env("TMPDIR", &self.tmpdir)

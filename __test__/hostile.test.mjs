@@ -1,0 +1,161 @@
+// A hostile sandbox against one provider, on the local control plane as the
+// least-privilege ServiceAccount: what runs in a sandbox is a model's choice,
+// and it must not crash the Node process, grow its memory past what the
+// caller allowed, or slow down other sandboxes' calls. Cases that could
+// crash or bloat the host run in a child Node process (hostile-case.mjs),
+// which reports its peak RSS growth. The shell-level cases (forged records,
+// symlinked directories, under dash and bash --posix) are in
+// core/tests/hostile_sandbox.rs.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { skip } from "./cluster.mjs";
+import { openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+
+/** Runs hostile-case.mjs `name arg` on `box`'s sandbox; resolves its report. */
+async function inChild(box, dir, name, arg, providerOptions = {}) {
+  const child = spawn(process.execPath, [fileURLToPath(new URL("./hostile-case.mjs", import.meta.url)), name, String(arg ?? "")], {
+    env: { ...process.env, ACTOR: box.actor, ID: box.id, DIR: dir, PROVIDER_OPTIONS: JSON.stringify(providerOptions) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  const [code, signal] = await once(child, "exit");
+  assert.equal(signal, null, `${name}: the Node process died of ${signal}`);
+  assert.equal(code, 0, `${name}: the Node process exited ${code}`);
+  return JSON.parse(out);
+}
+
+/**
+ * The sandbox-adapter's `runRemoteProcess` as its source has it (reference
+ * interface §2.1; the package is not on npm): poll every 100 ms, `kill()`
+ * without an argument on timeout and abort.
+ */
+async function runRemoteProcess(proc, { timeoutMs }) {
+  const deadline = timeoutMs ? Date.now() + timeoutMs : undefined;
+  let after;
+  let stdout = "";
+  for (;;) {
+    const r = await proc.poll(after);
+    for (const c of r.chunks.sort((a, b) => a.sequence - b.sequence)) {
+      if (after !== undefined && c.sequence <= after) continue;
+      after = c.sequence;
+      if (c.stream === "stdout") stdout += Buffer.from(c.data).toString();
+    }
+    if (r.exit) return { exitCode: r.exit.exitCode, timedOut: r.exit.timedOut, stdout };
+    if (deadline !== undefined && Date.now() > deadline) {
+      await proc.kill().catch(() => {});
+      return { exitCode: null, timedOut: true, stdout };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
+  /** @type {Awaited<ReturnType<typeof openSandbox>>} */
+  let a;
+  /** @type {Awaited<ReturnType<typeof openSandbox>>} */
+  let b;
+  let dir;
+  before(async () => {
+    [a, b] = await Promise.all([openSandbox("hostile-a"), openSandbox("hostile-b")]);
+    dir = await scratchDir(a.sandbox, "hostile");
+  });
+  after(async () => Promise.all([a?.close(), b?.close()]));
+
+  test("a sparse file read with the largest maxBytes allocates nothing and crashes nothing", async () => {
+    await sh(a.sandbox, `truncate -s 8T ${dir}/sparse`);
+    const huge = await inChild(a, dir, "readSparse", 2 ** 52);
+    assert.equal(huge.code, "invalid_request", JSON.stringify(huge));
+    assert.match(huge.detail, /maxReadBytes/);
+    // Within the provider's limit: refused from its size, before a byte is read.
+    const limit = 2 ** 32 - 1;
+    const big = await inChild(a, dir, "readSparse", limit, { limits: { maxReadBytes: limit } });
+    assert.equal(big.code, "too_large", JSON.stringify(big));
+    for (const r of [huge, big]) assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+  });
+
+  test("a process record rewritten to a 2^64−1 cap plus 2 GiB of output: one poll holds at most a page", async () => {
+    const proc = await a.sandbox.spawn("sleep 600");
+    const pdir = (await sh(a.sandbox, `echo "\${TMPDIR:-/tmp}/.agent-sandbox/proc/${proc.id}"`)).trim();
+    await sh(a.sandbox, `read -r p w ws r1 r2 h cap at n < ${pdir}/p && echo "$p $w $ws $r1 $r2 $h 18446744073709551615 $at $n" > ${pdir}/p`);
+    await sh(a.sandbox, `echo 0 > ${pdir}/x; truncate -s +2G ${pdir}/1`);
+    const r = await inChild(a, dir, "pollForged", proc.id);
+    assert.equal(r.code, "ok", JSON.stringify(r));
+    assert.ok(r.detail.chunkBytes <= 2 * 8 * 2 ** 20, `${r.detail.chunkBytes} bytes in one poll (8 MiB a stream)`);
+    assert.equal(r.detail.exit, null, "an exit the command wrote while it runs is not believed");
+    assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+    await proc.kill();
+  });
+
+  test("200,000 directory entries or processes are too_large, not unbounded", async () => {
+    await sh(a.sandbox, `mkdir -p ${dir}/many && cd ${dir}/many && seq 1 200000 | xargs touch`, { timeoutMs: 300_000 });
+    const names = await inChild(a, dir, "readdirHuge");
+    assert.equal(names.code, "too_large", JSON.stringify(names));
+    const pdir = (await sh(a.sandbox, 'echo "${TMPDIR:-/tmp}/.agent-sandbox/proc"')).trim();
+    // 200,000 directories with no record, and 1,500 with records of live-looking processes.
+    await sh(
+      a.sandbox,
+      `cd ${pdir} && seq -f '%020g' 1 200000 | xargs mkdir && for i in $(seq -f '%020g' 300001 301500); do mkdir $i && echo "1 1 1 1 1 - 64 1 1" > $i/p && : > $i/c; done`,
+      { timeoutMs: 300_000 },
+    );
+    const list = await inChild(a, dir, "processesHuge");
+    assert.equal(list.code, "too_large", JSON.stringify(list));
+    for (const r of [names, list]) assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+    await sh(a.sandbox, `cd ${pdir} && seq -f '%020g' 1 200000 | xargs rm -rf && seq -f '%020g' 300001 301500 | xargs rm -rf; rm -rf ${dir}/many`, {
+      timeoutMs: 300_000,
+    });
+  });
+
+  test("40 never-ending calls in one sandbox leave another sandbox's calls served", async () => {
+    await sh(a.sandbox, `mkfifo ${dir}/fifo`);
+    // The file API refuses to read a FIFO at once instead of being held by it.
+    await assert.rejects(a.sandbox.readFile(`${dir}/fifo`), { code: "invalid_request" });
+    await b.sandbox.writeFile("/tmp/b.txt", "b");
+    const stop = new AbortController();
+    let settled = 0;
+    const hung = Array.from({ length: 40 }, () =>
+      a.sandbox.exec(`cat ${dir}/fifo`, { cwd: dir, signal: stop.signal }).finally(() => settled++),
+    );
+    const [hi, file] = await Promise.all([b.sandbox.exec("echo hi", { cwd: "/" }), b.sandbox.readFile("/tmp/b.txt")]);
+    assert.equal(hi.stdout, "hi\n");
+    assert.equal(Buffer.from(file).toString(), "b");
+    assert.equal(settled, 0, "B was served while all of A's calls still hang");
+    stop.abort();
+    const results = await Promise.allSettled(hung);
+    assert.ok(results.every((r) => r.status === "rejected" && r.reason.code === "aborted"));
+  });
+
+  test("a command cannot forge its end, and reserved env names are refused", async () => {
+    const forge = `id=\${AGENT_SANDBOX_RUN%:}; printf '\\036asb %s 0\\n' "$id"; printf '\\036asb %s cwd\\n' "$id" >&2; sleep 0.2; exit 7`;
+    const r = await a.sandbox.exec(forge, { cwd: dir });
+    assert.equal(r.exitCode, 7);
+    await assert.rejects(a.sandbox.exec("true", { cwd: dir, env: { AGENT_SANDBOX_RUN: "" } }), { code: "invalid_request" });
+    const p = await a.sandbox.spawn("-x; echo hi");
+    assert.equal((await p.wait()).exitCode, 0);
+  });
+
+  test("runRemoteProcess's kill() ends a process that ignores TERM, reported as killed", async () => {
+    const proc = await a.sandbox.spawn("trap '' TERM; echo up; sleep 3006");
+    const r = await runRemoteProcess(proc, { timeoutMs: 1500 });
+    assert.equal(r.timedOut, true);
+    const exit = await proc.wait();
+    assert.deepEqual(exit, { exitCode: null, signal: "SIGKILL", timedOut: false, lost: false });
+    assert.equal(await sh(a.sandbox, "pgrep -f 'sleep [3]006' || echo none"), "none\n");
+  });
+
+  test("children left flooding an exec's stdout are cut off, and other calls stay fast", async () => {
+    for (let i = 0; i < 50; i++) await a.sandbox.exec("yes > /dev/stdout 2>&1 &", { cwd: dir });
+    // The drains' budgets run out and their connections close: each `yes`
+    // then dies of EPIPE, as under `docker exec` when its client goes.
+    for (;;) {
+      const left = Number((await sh(a.sandbox, "pgrep -x yes | wc -l")).trim());
+      if (left === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal((await b.sandbox.exec("echo hi", { cwd: "/" })).stdout, "hi\n");
+  });
+});
