@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Static checks, run by scripts/test.sh and on their own (`npm run lint`):
 # Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
-# rustdoc's link checks, gofmt and go vet for the local control plane, and
-# tsc over js/ (checkJs) and the type-level test of index.d.ts. Fails on the
-# first problem.
+# rustdoc's link checks, gofmt, go vet and nodeexec's unit tests for the local
+# control plane, and tsc over js/ (checkJs) and the type-level test of
+# index.d.ts. Fails on the first problem.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/cargo-env.sh
@@ -19,6 +19,8 @@ echo "lint: gofmt, go vet (dev/cluster)"
 unformatted=$(cd dev/cluster && gofmt -l cmd)
 if [[ -n $unformatted ]]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 (cd dev/cluster && CGO_ENABLED=0 go vet -trimpath ./...)
+echo "lint: nodeexec's own tests (go test; its namespace test needs root)"
+(cd dev/cluster && CGO_ENABLED=0 go test -trimpath -count=1 ./cmd/nodeexec)
 echo "lint: js/ and index.js (tsc --checkJs, tsconfig.json)"
 npx tsc -p tsconfig.json
 echo "lint: index.d.ts (tsc)"

@@ -45,7 +45,8 @@ hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 
 K8S_BIN=$CACHE/k8s-$K8S-$(hash_of "$HERE/go.mod" "$HERE/go.sum")
 EXT_BIN=$CACHE/thirdparty-$(hash_of "$HERE/thirdparty/go.mod" "$HERE/thirdparty/go.sum")
-NODEEXEC_BIN=$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)
+nodeexec_key() { echo "$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)"; }
+NODEEXEC_BIN=$(nodeexec_key)
 
 build() {
 	local t0=$SECONDS
@@ -72,6 +73,12 @@ build() {
 		log "building nodeexec"
 		mkdir -p "$NODEEXEC_BIN.tmp"
 		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -o "$NODEEXEC_BIN.tmp/nodeexec" ./cmd/nodeexec)
+		# The key was taken before the build: sources edited meanwhile would
+		# be cached under the old sources' name.
+		if [[ $(nodeexec_key) != "$NODEEXEC_BIN" ]]; then
+			rm -rf "$NODEEXEC_BIN.tmp"
+			die "nodeexec's sources changed during its build: run 'cluster.sh up' again"
+		fi
 		rm -rf "$NODEEXEC_BIN" && mv "$NODEEXEC_BIN.tmp" "$NODEEXEC_BIN"
 	fi
 	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"

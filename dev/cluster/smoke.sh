@@ -70,6 +70,47 @@ check "cat over stdin terminates at EOF" stdin_eof
 check "write files in /workspace and /tmp" xc sh -c 'echo kept > /workspace/f && echo lost > /tmp/f'
 MARK="sleep 7$$"
 check "a detached process keeps running in the pod" sh -c "$(printf '%q ' "${K[@]}") exec $SBX -c sandbox -- sh -c 'setsid $MARK </dev/null >/dev/null 2>&1 &' && sleep 0.5 && pgrep -fx '$MARK'"
+# Like a container runtime, the node reaps what it starts and closes an exec's
+# pipes when its client goes. Background kubectls write to files: one holding
+# check's output would keep it waiting.
+no_zombie_in_pod() {
+	xc sh -c 'for f in /proc/[0-9]*/stat; do read -r l <"$f" || continue; s=${l##*") "}; [ "${s%% *}" != Z ] || exit 1; done' 2>/dev/null
+}
+# The provider's kill stops a process, sends TERM, then CONT: its exec ends
+# with 143 and the process does not stay a zombie (under nsenter --pid it did,
+# and its exec never ended).
+stopped_then_killed() {
+	local kp rc
+	xc rm -f /tmp/victim
+	timeout 30 "${K[@]}" exec "$SBX" -c sandbox -- sh -c 'echo $$ >/tmp/victim; exec sleep 300' >/dev/null 2>&1 &
+	kp=$!
+	wait_until 20 xc test -s /tmp/victim &&
+		xc sh -c 'p=$(cat /tmp/victim); kill -STOP "$p"; sleep 0.5; kill -TERM "$p"; kill -CONT "$p"'
+	wait "$kp"; rc=$?
+	[[ $rc == 143 ]] || { echo "exec ended with $rc, want 143 (124: still running after 30 s)"; return 1; }
+	wait_until 10 no_zombie_in_pod || { echo "a zombie is left in the pod"; return 1; }
+}
+check "a process stopped, then killed, ends its exec and is reaped" stopped_then_killed
+# kubectl is killed once the command has started; then a child it left
+# writes, and must get SIGPIPE (status 141), not have its write read and
+# discarded (status 0).
+client_gone() {
+	local kp st out
+	out=$(mktemp)
+	xc rm -f /tmp/go /tmp/late
+	"${K[@]}" exec "$SBX" -c sandbox -- sh -c \
+		'( (while [ ! -e /tmp/go ]; do sleep 0.1; done; echo late); echo $? >/tmp/late ) & echo early' >"$out" 2>&1 &
+	kp=$!
+	wait_until 20 grep -q early "$out"
+	kill -9 "$kp" 2>/dev/null; wait "$kp" 2>/dev/null; rm -f "$out"
+	sleep 1 # for the API server and the node to see the connection go
+	xc touch /tmp/go
+	wait_until 10 xc test -s /tmp/late || { echo "no status from the late write"; return 1; }
+	st=$(xc cat /tmp/late)
+	[[ $st == 141 ]] || { echo "the late write ended with $st, want 141 (SIGPIPE)"; return 1; }
+	wait_until 10 no_zombie_in_pod || { echo "a zombie is left in the pod"; return 1; }
+}
+check "an exec whose client went away has its pipes closed (SIGPIPE), leaving no zombie" client_gone
 UID1=$(pod_uid)
 "${K[@]}" patch sandbox "$SBX" --type=merge -p '{"spec":{"operatingMode":"Suspended"}}' >/dev/null
 check "suspend deletes the pod" wait_until 60 sandbox_suspended

@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 	utilexec "k8s.io/utils/exec"
@@ -23,18 +30,68 @@ type execHandler struct{ pods *podManager }
 
 func (h *execHandler) serve(w http.ResponseWriter, r *http.Request) {
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
+	serveExec(w, r, &podExecutor{pods: h.pods, namespace: ns}, pod, r.PathValue("uid"), container)
+}
+
+// serveExec runs ServeExec with a request whose context ends with the exec's
+// connection; ServeExec hands that context to the executor. The request's
+// own context does not: after a SPDY GOAWAY (the API server closing its
+// side) or a WebSocket close frame the stream code closes the hijacked
+// connection itself, with no failed read for net/http to notice. So the
+// hijacked connection is watched: its closing, or a failed read (the peer
+// vanished), ends the context.
+func serveExec(w http.ResponseWriter, r *http.Request, ex remotecommand.Executor, pod, uid, container string) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	cmd := r.URL.Query()["command"]
-	ex := &podExecutor{pods: h.pods, namespace: ns}
-	remotecommand.ServeExec(w, r, ex, pod, r.PathValue("uid"), container, cmd, opts,
-		4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
+	ctx, end := context.WithCancel(r.Context())
+	defer end()
+	remotecommand.ServeExec(&connWatcher{ResponseWriter: w, end: end}, r.WithContext(ctx), ex, pod, uid, container,
+		r.URL.Query()["command"], opts, 4*time.Hour, 30*time.Second, remotecommand.SupportedStreamingProtocols)
 }
 
-// podExecutor runs a command inside a pod's namespaces with nsenter.
+// connWatcher hands out the hijacked connection wrapped in a watchedConn.
+// It has no Unwrap on purpose: cri-streaming's WebSocket server unwraps
+// response writers that have one, and would hijack the bare connection.
+type connWatcher struct {
+	http.ResponseWriter
+	end context.CancelFunc
+}
+
+func (w *connWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	wc := &watchedConn{Conn: conn, end: w.end}
+	// The stream protocols read through rw.Reader, which reads the bare
+	// connection: read through wc instead, after what is buffered already.
+	buffered, _ := rw.Reader.Peek(rw.Reader.Buffered())
+	rw.Reader = bufio.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(buffered)), wc))
+	return wc, rw, nil
+}
+
+type watchedConn struct {
+	net.Conn
+	end context.CancelFunc
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.end()
+	}
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.end()
+	return c.Conn.Close()
+}
+
+// podExecutor runs a command inside a pod's namespaces.
 type podExecutor struct {
 	pods      *podManager
 	namespace string
@@ -42,8 +99,8 @@ type podExecutor struct {
 
 // ExecInContainer implements remotecommand.Executor. Like a real kubelet it
 // does not kill the process when the client goes away: only the pod's
-// deletion (or the process itself) ends it.
-func (e *podExecutor) ExecInContainer(_ context.Context, name, uid, container string, cmd []string,
+// deletion (or the process itself) ends it; see attach for its streams.
+func (e *podExecutor) ExecInContainer(ctx context.Context, name, uid, container string, cmd []string,
 	in io.Reader, out, errOut io.WriteCloser, tty bool, _ <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	if tty {
 		return errors.New("tty is not supported by this node")
@@ -55,53 +112,209 @@ func (e *podExecutor) ExecInContainer(_ context.Context, name, uid, container st
 	if err != nil {
 		return err
 	}
+	c := podCommand(p.initPID, workDir, env, cmd)
+	start := func(c *exec.Cmd) error { return startInPod(c, p.initPID) }
+	err = attach(ctx, c, start, in, writer(out), writer(errOut))
+	if err == nil {
+		return nil
+	}
+	if code, ok := exitCode(err); ok {
+		return utilexec.CodeExitError{Err: err, Code: code}
+	}
+	if ctx.Err() == nil { // a stream that ended is logged by ServeExec
+		klog.Errorf("exec in %s/%s: %v", e.namespace, name, err)
+	}
+	return err
+}
 
+// exitCode is the exit code of a process that ended with err, as container
+// runtimes report it: 128+N for a process killed by signal N.
+func exitCode(err error) (int, bool) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, false
+	}
+	ws := ee.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), true
+	}
+	return ws.ExitStatus(), true
+}
+
+// writer keeps a missing stream a nil io.Writer (not a typed nil).
+func writer(w io.WriteCloser) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return w
+}
+
+// podCommand is cmd run by nsenter in the pod init's mount, UTS and IPC
+// namespaces and root. Not its PID namespace: see startInPod.
+func podCommand(initPID int, workDir string, env, cmd []string) *exec.Cmd {
 	// nsenter opens an explicit --wd path before it enters the namespaces, so
 	// name the directory through the pod init's root.
-	pid := fmt.Sprint(p.initPID)
+	pid := fmt.Sprint(initPID)
 	args := append([]string{
-		"--target", pid, "--mount", "--pid", "--uts", "--ipc",
+		"--target", pid, "--mount", "--uts", "--ipc",
 		"--root", "--wd=/proc/" + pid + "/root" + path.Clean("/"+workDir), "--",
 	}, cmd...)
 	c := exec.Command("nsenter", args...)
 	c.Env = env
-	if out != nil {
-		c.Stdout = out
+	return c
+}
+
+// startInPod starts c in the PID namespace of the pod init initPID, as a
+// child of nodeexec, which waits for it: what a container runtime does (runc
+// joins the namespaces; the runtime's shim is the parent, outside the pod).
+// Without --pid, nsenter only sets up the rest and execs the command in place.
+//
+// With --pid, nsenter forked the command and waited for it with WUNTRACED,
+// stopping itself whenever the command stopped (util-linux's
+// continue_as_child, made for shell job control). The provider's kill stops a
+// command before it kills it; nothing in the pod sees nsenter to continue it,
+// so the killed command stayed a zombie under a stopped nsenter, which
+// nodeexec waited for, holding the exec's connection, forever.
+func startInPod(c *exec.Cmd, initPID int) error {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", initPID))
+	if err != nil {
+		return fmt.Errorf("pod init %d: %w", initPID, err)
 	}
-	if errOut != nil {
-		c.Stderr = errOut
-	}
-	var stdin io.WriteCloser
-	if in != nil {
-		if stdin, err = c.StdinPipe(); err != nil {
-			return err
+	defer ns.Close()
+	started := make(chan error, 1)
+	go func() {
+		// setns(CLONE_NEWPID) sets the PID namespace of the processes this
+		// thread forks from now on (not its own), and exec.Cmd.Start forks
+		// from the calling thread. The thread is never unlocked: the runtime
+		// ends it with this goroutine rather than run others on it, and
+		// creates new threads from a clean one meanwhile.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
+			started <- fmt.Errorf("enter the PID namespace of pod init %d: %w", initPID, err)
+			return
+		}
+		started <- c.Start()
+	}()
+	return <-started
+}
+
+// attach starts c with start, connected to an exec's streams the way a
+// container runtime connects them, and waits for it:
+//
+//   - each stream gets its own pipe, of which the process holds only its end;
+//   - output is copied until every writer (background children included) has
+//     closed it, or until the stream fails; then our read end is closed, so
+//     whoever still writes gets EPIPE (SIGPIPE) from then on;
+//   - when the exec's stream ends (ctx: the client or the API server went
+//     away), attach closes its pipe ends and returns at once, as `docker exec`
+//     does when its client goes: the process keeps running, a kubelet does
+//     not kill it (only the pod's deletion does), but its output is no longer
+//     read and thrown away;
+//   - the process is waited for in a goroutine from the start, so it is
+//     reaped whenever it exits, whether or not anyone still listens.
+//
+// Nothing of a finished exec is left: the stdin copy ends with the stream
+// (ServeExec closes it when this returns), the others end here.
+// It returns c.Wait's error once the process has exited and its output
+// ended, or an error as soon as ctx ends.
+func attach(ctx context.Context, c *exec.Cmd, start func(*exec.Cmd) error, in io.Reader, out, errOut io.Writer) error {
+	var ours, theirs []*os.File // our ends of the pipes, and the process's
+	closeAll := func(files []*os.File) {
+		for _, f := range files {
+			_ = f.Close()
 		}
 	}
-	if err := c.Start(); err != nil {
+	// pipe returns our end of a new pipe, the read end if ourRead, and
+	// gives the process the other. A stream that is not there stays nil:
+	// os/exec gives the process /dev/null instead.
+	pipe := func(ourRead bool) (ourEnd, itsEnd *os.File, err error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		if ourRead {
+			ourEnd, itsEnd = r, w
+		} else {
+			ourEnd, itsEnd = w, r
+		}
+		ours, theirs = append(ours, ourEnd), append(theirs, itsEnd)
+		return ourEnd, itsEnd, nil
+	}
+	type output struct {
+		r *os.File
+		w io.Writer
+	}
+	var outputs []output
+	var stdin *os.File
+	err := func() error {
+		for _, o := range []struct {
+			w  io.Writer
+			to *io.Writer
+		}{{out, &c.Stdout}, {errOut, &c.Stderr}} {
+			if o.w == nil {
+				continue
+			}
+			r, w, err := pipe(true)
+			if err != nil {
+				return err
+			}
+			*o.to = w
+			outputs = append(outputs, output{r, o.w})
+		}
+		if in != nil {
+			w, r, err := pipe(false)
+			if err != nil {
+				return err
+			}
+			c.Stdin, stdin = r, w
+		}
+		return start(c)
+	}()
+	closeAll(theirs) // the process has its own copies now, or never will
+	if err != nil {
+		closeAll(ours)
 		return err
 	}
+	// Closing our ends on return ends the copies below: the process's
+	// writes fail with EPIPE from then on, and its reads of stdin see EOF.
+	defer closeAll(ours)
+
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
 	if stdin != nil {
-		// Copy, then close: the process sees EOF exactly when the client
-		// half-closes stdin (kwok never closes it).
 		go func() {
+			// EOF reaches the process when the client half-closes stdin.
 			_, _ = io.Copy(stdin, in)
 			_ = stdin.Close()
 		}()
 	}
-	err = c.Wait()
-	if err == nil {
-		return nil
+	var copies sync.WaitGroup
+	for _, o := range outputs {
+		copies.Add(1)
+		go func() {
+			defer copies.Done()
+			_, _ = io.Copy(o.w, o.r)
+			_ = o.r.Close() // at EOF, or the stream failed: EPIPE for writers from now on
+		}()
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		ws := ee.Sys().(syscall.WaitStatus)
-		code := ws.ExitStatus()
-		if ws.Signaled() {
-			// What container runtimes report for a process killed by a signal.
-			code = 128 + int(ws.Signal())
+	copied := make(chan struct{})
+	go func() {
+		copies.Wait()
+		close(copied)
+	}()
+
+	var exitErr error
+	waiting, copying := exited, copied // each nil once it is over
+	for waiting != nil || copying != nil {
+		select {
+		case exitErr = <-waiting:
+			waiting = nil
+		case <-copying:
+			copying = nil
+		case <-ctx.Done():
+			return fmt.Errorf("the exec's stream ended before the command and its output (%w); "+
+				"the process keeps running, its output pipes are closed", context.Cause(ctx))
 		}
-		return utilexec.CodeExitError{Err: err, Code: code}
 	}
-	klog.Errorf("exec in %s/%s: %v", e.namespace, name, err)
-	return err
+	return exitErr
 }
