@@ -76,6 +76,7 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     const big = await inChild(a, dir, "readSparse", limit, { limits: { maxReadBytes: limit } });
     assert.equal(big.code, "too_large", JSON.stringify(big));
     for (const r of [huge, big]) assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+    console.log(`# sparse readFile: peak RSS growth ${huge.rssGrowthMiB.toFixed(1)} / ${big.rssGrowthMiB.toFixed(1)} MiB`);
   });
 
   test("a process record rewritten to a 2^64−1 cap plus 2 GiB of output: one poll holds at most a page", async () => {
@@ -88,6 +89,7 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     assert.ok(r.detail.chunkBytes <= 2 * 8 * 2 ** 20, `${r.detail.chunkBytes} bytes in one poll (8 MiB a stream)`);
     assert.equal(r.detail.exit, null, "an exit the command wrote while it runs is not believed");
     assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+    console.log(`# forged record + 2 GiB: one poll, ${r.detail.chunkBytes} bytes, peak RSS growth ${r.rssGrowthMiB.toFixed(1)} MiB`);
     await proc.kill();
   });
 
@@ -105,6 +107,7 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     const list = await inChild(a, dir, "processesHuge");
     assert.equal(list.code, "too_large", JSON.stringify(list));
     for (const r of [names, list]) assert.ok(r.rssGrowthMiB < 64, `RSS grew ${r.rssGrowthMiB} MiB`);
+    console.log(`# 200,000 entries: peak RSS growth readdir ${names.rssGrowthMiB.toFixed(1)}, processes ${list.rssGrowthMiB.toFixed(1)} MiB`);
     await sh(a.sandbox, `cd ${pdir} && seq -f '%020g' 1 200000 | xargs rm -rf && seq -f '%020g' 300001 301500 | xargs rm -rf; rm -rf ${dir}/many`, {
       timeoutMs: 300_000,
     });
@@ -120,7 +123,9 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     const hung = Array.from({ length: 40 }, () =>
       a.sandbox.exec(`cat ${dir}/fifo`, { cwd: dir, signal: stop.signal }).finally(() => settled++),
     );
+    const t0 = Date.now();
     const [hi, file] = await Promise.all([b.sandbox.exec("echo hi", { cwd: "/" }), b.sandbox.readFile("/tmp/b.txt")]);
+    console.log(`# B's exec + readFile beside 40 hung calls in A: ${Date.now() - t0} ms`);
     assert.equal(hi.stdout, "hi\n");
     assert.equal(Buffer.from(file).toString(), "b");
     assert.equal(settled, 0, "B was served while all of A's calls still hang");
@@ -147,8 +152,32 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     assert.equal(await sh(a.sandbox, "pgrep -f 'sleep [3]006' || echo none"), "none\n");
   });
 
+  test("an abort and timeout storm leaves no zombie in the pod", async () => {
+    const storm = "(sleep 30; echo late) & sleep 30";
+    const stop = new AbortController();
+    const runs = [
+      ...Array.from({ length: 40 }, () => a.sandbox.exec(storm, { cwd: dir, signal: stop.signal }).catch((e) => e)),
+      ...Array.from({ length: 40 }, () => a.sandbox.exec(storm, { cwd: dir, timeoutMs: 1500 })),
+    ];
+    setTimeout(() => stop.abort(), 1000);
+    const results = await Promise.all(runs);
+    assert.ok(results.slice(0, 40).every((e) => e.code === "aborted"));
+    assert.ok(results.slice(40).every((r) => r.timedOut === true));
+    // Killed trees are gone once every kill returned; zombies would stay.
+    const zombies = "for f in /proc/[0-9]*/stat; do read -r l <$f || continue; s=${l##*') '}; [ ${s%% *} = Z ] && echo $f; done; true";
+    let left = "";
+    for (let i = 0; i < 50; i++) {
+      left = await sh(a.sandbox, zombies);
+      if (left === "") break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(left, "", "zombies in the pod");
+  });
+
   test("children left flooding an exec's stdout are cut off, and other calls stay fast", async () => {
-    for (let i = 0; i < 50; i++) await a.sandbox.exec("yes > /dev/stdout 2>&1 &", { cwd: dir });
+    const cpu0 = process.cpuUsage();
+    const t0 = Date.now();
+    for (let i = 0; i < 50; i++) await a.sandbox.exec("yes &", { cwd: dir });
     // The drains' budgets run out and their connections close: each `yes`
     // then dies of EPIPE, as under `docker exec` when its client goes.
     for (;;) {
@@ -156,6 +185,11 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
       if (left === 0) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+    const cpu = process.cpuUsage(cpu0);
+    const t1 = Date.now();
     assert.equal((await b.sandbox.exec("echo hi", { cwd: "/" })).stdout, "hi\n");
+    console.log(
+      `# 50 yes &: all cut off after ${t1 - t0} ms, host CPU ${((cpu.user + cpu.system) / 1e3).toFixed(0)} ms; next exec ${Date.now() - t1} ms`,
+    );
   });
 });

@@ -8,7 +8,7 @@ import { agentSandboxProvider } from "../../index.js";
 export function providerOptions(t) {
   // 64 concurrent execs are measured: lift the default cap of 32 so the
   // figure is the path's, not the cap's.
-  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64, ...t.options };
+  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64, maxConcurrentExecsPerSandbox: 64, ...t.options };
 }
 
 export async function open(t) {
