@@ -116,7 +116,13 @@ pub async fn wait(
                 Some(State::Known { exit: Some(token), .. }) => return Ok(ProcessExit::from_token(&token)),
                 Some(State::Known { exit: None, waiter_alive: false, .. }) => return Ok(ProcessExit::LOST),
                 Some(State::Known { .. }) => retry.pause(&cancel, None).await?,
-                None => return Err(Error::internal("the wait script printed no state")),
+                // Killed before its state line: its pod is going (suspend,
+                // deletion) or the sandbox killed it. Ask again, as after a
+                // lost connection: a pod that is gone is then `lost`.
+                None => {
+                    let killed = Error::new(ErrorCode::ConnectionLost, "the wait script ended without its state line");
+                    retry.pause(&cancel, Some(killed)).await?
+                }
             },
             Err(e) if e.code == ErrorCode::NotFound => return Ok(ProcessExit::LOST),
             Err(e) if retry.may_retry(&e) => retry.pause(&cancel, Some(e)).await?,
