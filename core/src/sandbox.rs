@@ -55,7 +55,7 @@ impl Sandbox {
     /// tree first.
     pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
         self.check_timeout(request.timeout)?;
-        self.check_bytes("maxOutputBytes", request.max_output_bytes as u64, self.limits.max_output_bytes)?;
+        check_bytes("maxOutputBytes", request.max_output_bytes as u64, "maxOutputBytes", self.limits.max_output_bytes)?;
         request.cwd = self.command_cwd(&request.cwd);
         if reattach {
             process::exec_reattached(&self.engine, &self.target, request).await
@@ -145,16 +145,6 @@ impl Sandbox {
         }
     }
 
-    fn check_bytes(&self, name: &str, value: u64, limit: u64) -> Result<()> {
-        if value > limit {
-            return Err(Error::invalid_request(format!(
-                "{name} must be at most {limit} (the provider's limits.{}), got {value}; nothing was read",
-                if name == "maxBytes" { "maxReadBytes" } else { name }
-            )));
-        }
-        Ok(())
-    }
-
     fn resolve<'a>(&self, path: &'a str) -> Cow<'a, str> {
         resolve(&self.cwd, path)
     }
@@ -171,7 +161,7 @@ impl Sandbox {
     /// See [`files::read_file`]; `invalid_request` for a `max_bytes` over
     /// the provider's [`Limits::max_read_bytes`], before anything is read.
     pub async fn read_file(&self, path: &str, max_bytes: u64, call: Call) -> Result<Vec<u8>> {
-        self.check_bytes("maxBytes", max_bytes, self.limits.max_read_bytes)?;
+        check_bytes("maxBytes", max_bytes, "maxReadBytes", self.limits.max_read_bytes)?;
         files::read_file(&self.engine, &self.target, &self.call(call), &self.resolve(path), max_bytes).await
     }
 
@@ -209,6 +199,17 @@ impl Sandbox {
     pub async fn remove(&self, path: &str, options: RemoveOptions, call: Call) -> Result<()> {
         files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
     }
+}
+
+/// `invalid_request` for a byte count `name` over the provider's
+/// `limits.<limit_name>`, before anything is read.
+fn check_bytes(name: &str, value: u64, limit_name: &str, limit: u64) -> Result<()> {
+    if value > limit {
+        return Err(Error::invalid_request(format!(
+            "{name} must be at most {limit} (the provider's limits.{limit_name}), got {value}; nothing was read"
+        )));
+    }
+    Ok(())
 }
 
 /// `path` if absolute (or empty, which the file operations reject), else `cwd/path`.

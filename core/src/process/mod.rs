@@ -26,9 +26,6 @@ pub use spawn::spawn;
 pub(crate) use spawn::spawn_with;
 pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 
-#[cfg(doc)]
-use crate::exec::ExecRequest;
-
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
 use crate::exec::wrapper::script_argv;
