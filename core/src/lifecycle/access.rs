@@ -58,12 +58,14 @@ pub type Need = (Resource, &'static [&'static str]);
 
 const WAIT: &[&str] = &["list", "watch"];
 
-/// What waiting for the objects of a sandbox to go away reads, besides the
-/// claim or Sandbox itself.
-fn gone_waits(warm: bool) -> Vec<Need> {
-    let mut needs = vec![(Resource::PODS, WAIT)];
+/// What `destroy` does to the objects the claim or Sandbox controls: reads
+/// and deletes them (the Sandbox in warm-pool mode, the pod) and waits for
+/// them to go.
+fn dependents(warm: bool) -> Vec<Need> {
+    const DELETE: &[&str] = &["get", "delete", "list", "watch"];
+    let mut needs = vec![(Resource::PODS, DELETE)];
     if warm {
-        needs.push((Resource::of(Kind::Sandbox), WAIT));
+        needs.push((Resource::of(Kind::Sandbox), DELETE));
     }
     needs
 }
@@ -71,14 +73,14 @@ fn gone_waits(warm: bool) -> Vec<Need> {
 /// `create`: the create itself and everything `destroy` needs.
 pub fn create(kind: Kind) -> Vec<Need> {
     let mut needs = vec![(Resource::of(kind), &["create", "get", "delete", "list", "watch"][..])];
-    needs.extend(gone_waits(kind == Kind::SandboxClaim));
+    needs.extend(dependents(kind == Kind::SandboxClaim));
     needs
 }
 
 /// `destroy`, once it has read the object: the delete and the waits.
 pub fn destroy(kind: Kind) -> Vec<Need> {
     let mut needs = vec![(Resource::of(kind), &["delete", "list", "watch"][..])];
-    needs.extend(gone_waits(kind == Kind::SandboxClaim));
+    needs.extend(dependents(kind == Kind::SandboxClaim));
     needs
 }
 
@@ -209,10 +211,16 @@ mod tests {
         let role = [
             rule(&[EXTENSIONS_GROUP], &["sandboxclaims"], &["create", "get", "list", "watch", "patch", "delete"]),
             rule(&[SANDBOX_GROUP], &["sandboxes"], &["create", "get", "list", "watch", "patch", "delete"]),
-            rule(&[""], &["pods"], &["get", "list", "watch"]),
+            rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
             rule(&[""], &["pods/exec"], &["get", "create"]),
         ];
-        for needs in [create(Kind::SandboxClaim), create(Kind::Sandbox), destroy(Kind::SandboxClaim), resume(false)] {
+        for needs in [
+            create(Kind::SandboxClaim),
+            create(Kind::Sandbox),
+            destroy(Kind::SandboxClaim),
+            destroy(Kind::Sandbox),
+            resume(true),
+        ] {
             assert!(missing(&role, &needs).is_empty(), "{needs:?}");
         }
         assert!(missing(&role, &suspend()).is_empty());

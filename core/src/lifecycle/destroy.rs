@@ -1,10 +1,11 @@
-//! `destroy`: delete the claim or Sandbox and wait until it, its Sandbox and
-//! pod are gone (the wait `create` also uses for an object still deleting).
+//! `destroy`: delete the claim or Sandbox, then what it controls, and wait
+//! until all of it is gone (the wait `create` also uses for an object still
+//! deleting).
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, DynamicObject};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Preconditions};
 use kube::Api;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -27,6 +28,14 @@ impl Lifecycle {
     /// and claim stay forever (seen on the local cluster). In the background
     /// the owner is gone at once, so any such pod is an orphan the collector
     /// removes. Many destroys at once also finish sooner.
+    ///
+    /// The Sandbox (warm-pool mode) and the pod are then deleted here too,
+    /// not left to the garbage collector alone: after an API server restart
+    /// the collector acts only once its informers have relisted, which took
+    /// 6–46 s after a 5 s outage on the local cluster, and the sandbox kept
+    /// running all that time. Each is deleted only while its controller
+    /// owner is the object just deleted, and with a UID precondition, so a
+    /// replacement of the same name is never touched.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
@@ -55,6 +64,18 @@ impl Lifecycle {
                 }
             }
         }
+        // The claim controls the Sandbox, the Sandbox its pod of the same name.
+        let sandbox = &gone.last().expect("the object itself").1;
+        let pods = ApiResource::erase::<Pod>(&());
+        let mut dependents = vec![(pods, "pods")];
+        if gone.len() > 1 {
+            dependents.insert(0, (Kind::Sandbox.api_resource(), Kind::Sandbox.resource()));
+        }
+        let mut owner = obj.metadata.uid.clone();
+        for (resource, plural) in &dependents {
+            let Some(uid) = owner else { break };
+            owner = self.delete_controlled(resource, plural, ns, sandbox, &uid).await?;
+        }
         self.wait_gone(&gone, ns, self.deadline()).await?;
         self.forget_fresh(&id);
         if let Some(ttl) = &self.ttl {
@@ -62,6 +83,35 @@ impl Lifecycle {
         }
         ev.emit(EventKind::Deleted, gone.last().map(|(_, n)| n.as_str()), None, None);
         Ok(())
+    }
+
+    /// Deletes `name` if its controller is the object with UID `owner`, in
+    /// the background and only that very object (UID precondition); its UID
+    /// when it was ours (also when it went meanwhile), else `None`.
+    async fn delete_controlled(
+        &self,
+        resource: &ApiResource,
+        plural: &'static str,
+        ns: &str,
+        name: &str,
+        owner: &str,
+    ) -> Result<Option<String>> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, resource);
+        let Some(obj) = super::get_opt(api.clone(), plural, ns, name).await? else { return Ok(None) };
+        let refs = obj.metadata.owner_references.iter().flatten();
+        let controlled = refs.filter(|r| r.controller == Some(true)).any(|r| r.uid == owner);
+        let Some(uid) = obj.metadata.uid.filter(|_| controlled) else { return Ok(None) };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        let action = Action { verb: "delete", resource: plural, name: Some(name), namespace: ns };
+        match api.delete(name, &params).await.map_err(|e| api_error(e, action)) {
+            // 404: gone meanwhile; 409: the UID precondition failed, so it
+            // went and another of that name came. Either way ours is gone.
+            Err(e) if !matches!(e.code, ErrorCode::NotFound | ErrorCode::InvalidState) => Err(e),
+            _ => Ok(Some(uid)),
+        }
     }
 
     /// Waits until every listed object (and, for Sandboxes, the pod of the

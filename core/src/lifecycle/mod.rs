@@ -174,7 +174,7 @@ impl Lifecycle {
 
 /// GET of `name` through `api` (`resource` and `ns` name it in errors);
 /// 404 → `None`.
-async fn get_opt<K>(api: Api<K>, resource: &'static str, ns: &str, name: &str) -> Result<Option<K>>
+pub(super) async fn get_opt<K>(api: Api<K>, resource: &'static str, ns: &str, name: &str) -> Result<Option<K>>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
