@@ -109,6 +109,12 @@ export interface CommonOptions {
    * sandbox's never-ending calls cannot hold every slot: the others are served in turn.
    */
   maxConcurrentExecsPerSandbox?: number;
+  /**
+   * Also put each command's text (never env values or cwd) into the exec request's URL, so the
+   * API server's audit log records it. Default false: commands, cwd and env travel on the
+   * exec's stdin, and the URL and in-pod argv hold only a run id.
+   */
+  commandsInAuditLog?: boolean;
   /** Timeout of every file operation and process call (not `exec`, `follow`, `wait`): `timeout` after it. Default 120000. */
   callTimeoutMs?: number;
   /** What one call (a model's choice) may ask for; beyond it, `invalid_request` with nothing run. */

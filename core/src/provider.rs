@@ -36,7 +36,8 @@ impl Provider {
     pub async fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Result<Provider> {
         let conn = client::connect(&config.kube_config).await?;
         let engine =
-            ExecEngine::new(conn.client.clone(), config.max_concurrent_execs, config.max_concurrent_execs_per_sandbox);
+            ExecEngine::new(conn.client.clone(), config.max_concurrent_execs, config.max_concurrent_execs_per_sandbox)
+                .with_commands_in_audit_log(config.commands_in_audit_log);
         let config = Arc::new(config);
         Ok(Provider {
             lifecycle: Arc::new(Lifecycle::new(&conn, config.clone(), on_event)),

@@ -261,3 +261,31 @@ async fn a_killed_tree_of_shells_reports_no_killed_jobs() {
         assert_eq!((r.stdout.as_slice(), String::from_utf8_lossy(&r.stderr).as_ref()), (&b"started\n"[..], ""));
     }
 }
+
+#[tokio::test]
+async fn cwd_env_and_commands_arrive_byte_exact_on_stdin() {
+    let (engine, dir) = local_engine("fields");
+    let odd = dir.join("a\nb \\ c");
+    std::fs::create_dir(&odd).unwrap();
+    let values = ["", "\n", "\n\n", "  lead and trail  ", "back\\slash\\n", "tab\there\r\n", "ünï $(x) `y` 'z'"];
+    let mut req = request(
+        "for v in V0 V1 V2 V3 V4 V5 V6; do eval \"printf '%s|' \\\"\\$$v\\\"\"; done; pwd",
+        odd.to_str().unwrap(),
+    );
+    req.env = values.iter().enumerate().map(|(i, v)| (format!("V{i}"), (*v).to_owned())).collect();
+    let r = engine.exec(target(), req).await.unwrap();
+    let expected = format!("{}|{}\n", values.join("|"), odd.to_str().unwrap());
+    assert_eq!(String::from_utf8(r.stdout).unwrap(), expected);
+    // Commands of every length, with and without final newlines.
+    for command in
+        ["printf x\n\n", &format!("printf '%s' {}", "y".repeat(3000)), &format!("# {}\nprintf z", "w".repeat(100_000))]
+    {
+        let r = engine.exec(target(), request(command, dir.to_str().unwrap())).await.unwrap();
+        assert_eq!(r.exit_code, Some(0), "{}", &command[..20]);
+        assert!(
+            matches!(r.stdout.as_slice(), b"x" | b"z") || r.stdout.len() == 3000,
+            "{:?}",
+            String::from_utf8_lossy(&r.stdout[..r.stdout.len().min(40)])
+        );
+    }
+}

@@ -353,3 +353,46 @@ async fn polling_in_a_loop_costs_a_few_execs_not_one_each() {
     assert!(polls >= 20, "{polls} polls");
     assert!(execs <= 5, "{execs} execs for {polls} polls");
 }
+
+/// Every process's argv (`/proc/*/cmdline`, readable by every uid) that
+/// contains `needle`.
+fn argv_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(argv) = std::fs::read(entry.path().join("cmdline")) {
+            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+            if argv.contains(needle) {
+                found.push(argv);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn commands_cwds_and_env_values_are_in_no_argv() {
+    let (engine, dir) = local_engine("p-argv");
+    let sub = dir.join("cwd-marker-3c41");
+    std::fs::create_dir(&sub).unwrap();
+    let env = vec![("TOKEN".to_owned(), "value-marker-9e2f\nline 2".to_owned())];
+    // The command's own program (`sleep`) has its own argv; the markers are in
+    // what the scripts get: the comment, the cwd and the env value.
+    let mut exec = ExecRequest::new("test \"$TOKEN\" = \"$(printf 'value-marker-9e2f\\nline 2')\" && touch started && sleep 3 # command-marker-51b0", sub.to_str().unwrap());
+    exec.env = env.clone();
+    let mut spawn = spawn_req("sleep 3 # command-marker-51b0", &sub);
+    spawn.env = env;
+    let p = process::spawn(&engine, target(), &Call::default(), spawn).await.unwrap();
+    let running = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.exec(target(), exec).await }
+    });
+    while !sub.join("started").exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for needle in ["command-marker-51b0", "cwd-marker-3c41", "value-marker-9e2f"] {
+        assert_eq!(argv_with(needle), Vec::<String>::new(), "{needle}");
+    }
+    assert_eq!(running.await.unwrap().unwrap().exit_code, Some(0), "the env value arrived exactly");
+    let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
+    assert_eq!(exit.exit_code, Some(0));
+}

@@ -68,6 +68,9 @@ pub struct ProviderConfig {
     pub max_concurrent_execs_per_sandbox: usize,
     /// What one call may ask of a sandbox (`callTimeoutMs`, `limits`).
     pub limits: Limits,
+    /// Commands also travel in the exec URL, for the API server's audit log
+    /// (`commandsInAuditLog`; env values never do).
+    pub commands_in_audit_log: bool,
     /// Warm pool or direct.
     pub mode: Mode,
 }
@@ -108,6 +111,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         .map_or(DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX, |n| n as usize)
         .min(max_concurrent_execs);
     let limits = parse_limits(&mut f)?;
+    let commands_in_audit_log = f.get::<bool>("commandsInAuditLog")?.unwrap_or(false);
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
             let got = v.as_str().map_or(kind(v), |t| t);
@@ -128,6 +132,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         max_concurrent_execs,
         max_concurrent_execs_per_sandbox,
         limits,
+        commands_in_audit_log,
         mode,
     })
 }

@@ -15,6 +15,7 @@ fn warm_pool_defaults() {
     assert_eq!(c.suspend, SuspendPolicy::Pod);
     assert_eq!(c.ready_timeout, DEFAULT_READY_TIMEOUT);
     assert!(c.namespace.is_none() && c.container.is_none() && c.ttl.is_none());
+    assert!(!c.commands_in_audit_log, "commands stay out of the URL by default");
     assert!(matches!(c.kube_config, KubeConfigSource::Default));
     let Mode::WarmPool(w) = c.mode else { panic!("mode") };
     assert_eq!(w.pool, "pool-workspace");
@@ -25,6 +26,7 @@ fn direct_mode_full() {
     let c = parse(&json!({
         "namespace": "ns", "cwd": "/work", "container": "main", "readyTimeoutMs": 1000,
         "ttlSeconds": 600, "name": "k8s", "maxConcurrentExecs": 4, "onEvent": "function",
+        "commandsInAuditLog": true,
         "sandbox": {
             "image": "busybox:1", "resources": { "cpu": "500m", "memory": "1Gi", "ephemeralStorage": 2 },
             "runtimeClassName": "gvisor", "volume": { "size": "1Gi", "storageClassName": "standard" },
@@ -38,6 +40,7 @@ fn direct_mode_full() {
     assert_eq!(d.volume.unwrap().path, "/work");
     assert_eq!(d.resources["ephemeral-storage"], "2");
     assert_eq!(c.ttl, Some(Duration::from_secs(600)));
+    assert!(c.commands_in_audit_log);
 }
 
 #[test]
@@ -55,6 +58,7 @@ fn errors_name_the_option() {
         err(v)
     };
     assert!(wp(json!({ "readyTimeoutMs": -1 })).contains("readyTimeoutMs"));
+    assert!(wp(json!({ "commandsInAuditLog": "yes" })).contains("commandsInAuditLog"));
     assert!(wp(json!({ "readyTimeoutMs": 1.5 })).contains("readyTimeoutMs"));
     assert!(wp(json!({ "namespace": "Bad_NS" })).contains("namespace"));
     assert!(wp(json!({ "cwd": "relative" })).contains("cwd"));

@@ -55,6 +55,9 @@ const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub struct ExecEngine {
     inner: Arc<Inner>,
+    /// Commands also go into the exec request's URL (see
+    /// [`ExecEngine::with_commands_in_audit_log`]).
+    audit: bool,
 }
 
 struct Inner {
@@ -122,7 +125,21 @@ impl ExecEngine {
                 long: Permits::new(MAX_LONG_RUNS, MAX_LONG_RUNS_PER_SANDBOX),
                 runs: Runs::new(),
             }),
+            audit: false,
         }
+    }
+
+    /// Also puts each command's text (never env values) into the exec
+    /// request's URL, where the API server's audit log records it; by
+    /// default commands travel on stdin (see [`wrapper::WRAPPER`]).
+    pub fn with_commands_in_audit_log(mut self, on: bool) -> Self {
+        self.audit = on;
+        self
+    }
+
+    /// Whether commands go into the exec URL too.
+    pub(crate) fn audit_commands(&self) -> bool {
+        self.audit
     }
 
     /// Runs a user command (see [`ExecRequest`]).
@@ -189,7 +206,7 @@ impl ExecEngine {
         let stdin = stdin.filter(|s| !s.is_empty());
         let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
         let WrapperCall { argv, mut stdin_prefix } =
-            wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound)?;
+            wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound, self.audit)?;
         stdin_prefix.extend_from_slice(stdin.as_deref().unwrap_or_default());
         let stdin = Some(Bytes::from(stdin_prefix));
         if cancel.is_cancelled() {

@@ -25,21 +25,46 @@ pub const SHELL: &str = "/bin/sh";
 /// spawned process (`<id>:`), so a kill finds them after their parent died.
 pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 
+/// Reads one request field from stdin into `v` (see [`push_field`]): a line
+/// with the field's line count, then that many lines. Only the `read`
+/// builtin, so a short command costs no process start; `read` takes one
+/// byte per system call from a pipe, about a millisecond per KiB, which is
+/// why commands over [`INLINE_COMMAND_MAX`] come with `head -c` instead.
+/// `N` is a newline; `gn` and `gl` are its own.
+macro_rules! field_lib {
+    () => {
+        r#"N='
+'
+g(){ IFS= read -r gn||return 1;case $gn in ''|*[!0-9]*) return 1;;esac;v=;while [ "$gn" -gt 0 ];do IFS= read -r gl||return 1;v=$v$gl;gn=$((gn-1));[ "$gn" -eq 0 ]||v=$v$N;done;}
+"#
+    };
+}
+pub(crate) use field_lib;
+
 /// The wrapper around a user command.
 ///
-/// `$1` run id, `$2` cwd (empty: stay in the exec's directory), `$3` command,
-/// `$4` stdin byte count (empty: no stdin), `$5` cleanup bound (empty: none),
-/// `$6` length of a command sent on stdin instead of in `$3` (empty: none),
-/// `$7…` `NAME=VALUE` pairs. Stdin starts with the run's secret on a line of
-/// its own (made by the engine for each run), then a long command, then the user's bytes.
+/// `$1` run id, `$2` stdin byte count (empty: no stdin), `$3` cleanup bound
+/// (empty: none), `$4` length of a long command sent after the fields
+/// (empty: none), `$5` number of env pairs. Stdin starts with the run's
+/// secret on a line of its own (made by the engine for each run), then the
+/// request's fields (see [`field_lib`]): cwd (empty: stay in the exec's
+/// directory), the command (empty when long) and `$5` `NAME=VALUE` pairs;
+/// then a long command and the run id, then the user's bytes.
 ///
-/// A command over [`ARGV_COMMAND_MAX`] bytes goes on stdin, after the secret
-/// and ahead of the user's stdin bytes: the exec request's URL carries argv,
-/// and API servers refuse URLs beyond about 64 KB (a 100 KB heredoc from an
-/// agent would fail with "uri too long"). The wrapper reads it with `head -c`
-/// and checks that it ends with the run id (appended by the engine), so a
-/// command cut short by a dropped connection is never run (`short`
-/// trailer). Then it is one argument of `eval`, as long as the shell takes.
+/// Command, cwd and env travel on stdin, not in argv: the exec request's URL
+/// carries argv, and API servers write the URL of every request to their
+/// audit log (`requestURI`, at every audit level), where an agent's
+/// `env: { GITHUB_TOKEN }` must not land; in the pod, a shell's argv is
+/// `/proc/<pid>/cmdline`, readable by every uid, for as long as the command
+/// runs. So the URL and argv carry only the run id and numbers (unless the
+/// provider is asked to put commands in the audit log: then the command is
+/// one more argument the wrapper ignores).
+///
+/// A command over [`INLINE_COMMAND_MAX`] bytes comes after the fields, and
+/// the wrapper reads it with `head -c` and checks that it ends with the run
+/// id (appended by the engine), so a command cut short by a dropped
+/// connection is never run (`short` trailer, as for fields cut short).
+/// Then it is one argument of `eval`, as long as the shell takes.
 ///
 /// The command runs in a subshell of the wrapper: `eval` of the command text
 /// behind a fixed prefix that applies the env pairs (`export`, after which a
@@ -72,25 +97,30 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 /// A cleanup bound `K` makes the wrapper remove, in the background, the
 /// records of this engine's runs numbered below `K` (all finished): the
 /// engine asks for it every few hundred runs so records do not pile up.
-pub const WRAPPER: &str = r#"i=$1;c=$3;n=$4;k=$5
+pub const WRAPPER: &str = concat!(
+    field_lib!(),
+    r#"i=$1;n=$2;k=$3;L=$4;j=$5
 IFS= read -r s||exit 1
 case $s in ''|*[!0-9a-f]*) exit 1;;esac
 t(){ printf '\036asb %s %s\n' "$s" "$1";printf '\036asb %s %s\n' "$s" "$1" >&2;}
+g||{ t short;exit 0;};w=$v
+g||{ t short;exit 0;};c=$v
+set --;while [ "$j" -gt 0 ];do g||{ t short;exit 0;};set -- "$@" "$v";j=$((j-1));done
 o(){ for x in "${1%/run}" "$1";do { [ -d "$x" ]&&[ ! -L "$x" ];}||mkdir -m 700 "$x"||return 1;[ ! -L "$x" ]&&[ -O "$x" ]||return 1;done;}
 q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.k};case $y in ''|*[!0-9]*) continue;;esac;[ "$y" -lt "$b" ]&&set -- "$@" "$x";done;[ $# -gt 0 ]&&rm -f -- "$@" </dev/null >/dev/null 2>&1 &}
 r=/dev/shm/.agent-sandbox/run
 { o "$r"||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;o "$r";};} 2>/dev/null||{ t rundir;exit 0;}
 f=$r/$i;{ echo $$ >"$f";} 2>/dev/null||{ t rundir;exit 0;}
-[ -n "$6" ]&&{ c=$(head -c "$6");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
-if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ t cwd;exit 0;};fi
+[ -n "$L" ]&&{ c=$(head -c "$L");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
+if [ -n "$w" ];then CDPATH= cd -- "$w" 2>/dev/null||{ t cwd;exit 0;};fi
 [ -n "$k" ]&&q "$k"
 [ -e "$f.k" ]&&{ t 137;exit 137;}
-shift 6
 export AGENT_SANDBOX_RUN=$i:
-if [ -n "$n" ];then head -c "$n"|(trap 'command -p cat >/dev/null' EXIT;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i k n p r s x y;unset -f t o q;$c")
-else (exec </dev/null;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i k n p r s x y;unset -f t o q;$c")
+if [ -n "$n" ];then head -c "$n"|(trap 'command -p cat >/dev/null' EXIT;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i j k n p r s v w x y gl gn L N;unset -f g t o q;$c")
+else (exec </dev/null;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i j k n p r s v w x y gl gn L N;unset -f g t o q;$c")
 fi
-e=$?;t "$e";exit "$e""#;
+e=$?;t "$e";exit "$e""#
+);
 
 /// `argv` for `/bin/sh -c <script> sh <args…>`; `$0` is `sh` so the shell's
 /// own messages read naturally.
@@ -113,51 +143,95 @@ pub struct CommandSpec<'a> {
     pub stdin_len: Option<usize>,
 }
 
-/// Commands longer than this (bytes) travel on stdin, not in the URL.
-pub const ARGV_COMMAND_MAX: usize = 8 * 1024;
+/// Commands longer than this (bytes) are read with one `head -c` rather
+/// than line by line with `read` (see [`field_lib`]); about where the two
+/// cost the same.
+pub const INLINE_COMMAND_MAX: usize = 2 * 1024;
 
 /// The wrapper's `argv`, and the bytes to send ahead of the user's stdin
-/// (the secret, and a long command; see [`WRAPPER`]).
+/// (the secret, the fields and a long command; see [`WRAPPER`]).
 #[derive(Debug)]
 pub struct WrapperCall {
-    /// For the exec request.
+    /// For the exec request: the run id and numbers only.
     pub argv: Vec<String>,
-    /// The secret's line, then a long command and the run id, for the start
-    /// of stdin.
+    /// The secret's line, the fields, then a long command and the run id,
+    /// for the start of stdin.
     pub stdin_prefix: Vec<u8>,
 }
 
-/// Checks a request and builds the wrapper's `argv`. Fails with
-/// `invalid_request` before anything runs: bad or reserved env names, and
-/// NUL bytes anywhere (argv strings cannot carry them). `secret` is the
-/// run's (random, per run); `cleanup` is the bound passed as `$5` (see
-/// [`WRAPPER`]).
-pub fn wrapper_argv(run_id: &str, secret: &str, spec: &CommandSpec<'_>, cleanup: Option<u64>) -> Result<WrapperCall> {
+/// Checks a request and builds the wrapper's `argv` and stdin prefix.
+/// Fails with `invalid_request` before anything runs: bad or reserved env
+/// names, env beyond what a process can hold, and NUL bytes anywhere.
+/// `secret` is the run's (random, per run); `cleanup` is the bound passed
+/// as `$3`; `audit` adds the command to argv for the API server's audit log
+/// (see [`WRAPPER`]).
+pub fn wrapper_argv(
+    run_id: &str,
+    secret: &str,
+    spec: &CommandSpec<'_>,
+    cleanup: Option<u64>,
+    audit: bool,
+) -> Result<WrapperCall> {
     no_nul("command", spec.command)?;
     no_nul("cwd", spec.cwd)?;
-    let on_stdin = spec.command.len() > ARGV_COMMAND_MAX;
-    let mut args = Vec::with_capacity(6 + spec.env.len());
-    args.push(run_id.to_owned());
-    args.push(spec.cwd.to_owned());
-    args.push(if on_stdin { String::new() } else { spec.command.to_owned() });
-    args.push(spec.stdin_len.map(|n| n.to_string()).unwrap_or_default());
-    args.push(cleanup.map(|n| n.to_string()).unwrap_or_default());
-    let long_command = on_stdin.then(|| [spec.command.as_bytes(), run_id.as_bytes()].concat());
-    args.push(long_command.as_ref().map(|p| p.len().to_string()).unwrap_or_default());
-    args.extend(env_pairs(spec.env)?);
-    let mut stdin_prefix = Vec::with_capacity(secret.len() + 1 + long_command.as_ref().map_or(0, Vec::len));
-    stdin_prefix.extend_from_slice(secret.as_bytes());
-    stdin_prefix.push(b'\n');
-    stdin_prefix.extend(long_command.unwrap_or_default());
-    Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix })
+    let env = env_pairs(spec.env)?;
+    let long = spec.command.len() > INLINE_COMMAND_MAX;
+    let mut prefix = Vec::with_capacity(secret.len() + spec.command.len() + spec.cwd.len() + 64);
+    prefix.extend_from_slice(secret.as_bytes());
+    prefix.push(b'\n');
+    push_field(&mut prefix, spec.cwd);
+    push_field(&mut prefix, if long { "" } else { spec.command });
+    for pair in &env {
+        push_field(&mut prefix, pair);
+    }
+    let mut long_len = String::new();
+    if long {
+        long_len = (spec.command.len() + run_id.len()).to_string();
+        prefix.extend_from_slice(spec.command.as_bytes());
+        prefix.extend_from_slice(run_id.as_bytes());
+    }
+    let mut args = vec![
+        run_id.to_owned(),
+        spec.stdin_len.map(|n| n.to_string()).unwrap_or_default(),
+        cleanup.map(|n| n.to_string()).unwrap_or_default(),
+        long_len,
+        env.len().to_string(),
+    ];
+    if audit {
+        args.push(spec.command.to_owned());
+    }
+    Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix: prefix })
 }
+
+/// Appends a field as [`field_lib`] reads it: its line count, then its
+/// lines (a value without a newline is one line; `a\n` is `a` and an empty
+/// line).
+pub fn push_field(out: &mut Vec<u8>, value: &str) {
+    let lines = value.bytes().filter(|b| *b == b'\n').count() + 1;
+    out.extend_from_slice(lines.to_string().as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(value.as_bytes());
+    out.push(b'\n');
+}
+
+/// The most bytes one `NAME=VALUE` pair may have: Linux refuses to start a
+/// program whose environment holds a longer string (`MAX_ARG_STRLEN`), so
+/// every command of the run would fail with "Argument list too long".
+pub const MAX_ENV_PAIR: usize = 128 * 1024 - 1;
+
+/// The most bytes all pairs of a request may have together, well inside
+/// what Linux lets a program start with (`ARG_MAX`, usually 2 MiB, shared
+/// with the pod's own environment and the arguments).
+pub const MAX_ENV_TOTAL: usize = 1024 * 1024;
 
 /// Prefix of the environment names the provider uses itself (the kill
 /// marker [`MARKER`]); a caller's env may not set them.
 pub const RESERVED_ENV_PREFIX: &str = "AGENT_SANDBOX_";
 
-/// `NAME=VALUE` arguments for the scripts, each name checked.
+/// `NAME=VALUE` pairs for the scripts, each name checked, each pair and all
+/// of them within what a process environment can hold.
 pub fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
+    let mut total = 0usize;
     env.iter()
         .map(|(name, value)| {
             validate_env_name(name)?;
@@ -166,7 +240,21 @@ pub fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
                     "env variable {name:?}: the value contains a NUL byte, which a process environment cannot hold"
                 )));
             }
-            Ok(format!("{name}={value}"))
+            let pair = format!("{name}={value}");
+            total += pair.len();
+            if pair.len() > MAX_ENV_PAIR {
+                return Err(Error::invalid_request(format!(
+                    "env variable {name:?}: {} bytes with its name, more than the {MAX_ENV_PAIR} a process \
+                     environment can hold in one variable; nothing was run",
+                    pair.len()
+                )));
+            }
+            if total > MAX_ENV_TOTAL {
+                return Err(Error::invalid_request(format!(
+                    "env: more than {MAX_ENV_TOTAL} bytes in all (at {name:?}); nothing was run"
+                )));
+            }
+            Ok(pair)
         })
         .collect()
 }
@@ -243,34 +331,50 @@ mod tests {
     }
 
     #[test]
-    fn wrapper_arguments_are_positional() {
+    fn requests_travel_on_stdin_and_argv_holds_only_the_run_id_and_numbers() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
         let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3) };
-        let call = wrapper_argv("i.1", "5ec", &spec, Some(7)).unwrap();
+        let call = wrapper_argv("i.1", "5ec", &spec, Some(7), false).unwrap();
         assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
-        assert_eq!(&call.argv[4..], &["i.1", "/w s", "echo \"$A\"", "3", "7", "", "A=x'$(y)`z`\n"]);
-        // The secret travels on stdin only.
-        assert_eq!(call.stdin_prefix, b"5ec\n");
-        assert!(!call.argv.iter().any(|a| a.contains("5ec")));
-        let no_stdin = CommandSpec { stdin_len: None, env: &[], ..spec };
-        assert_eq!(&wrapper_argv("i.2", "5ec", &no_stdin, None).unwrap().argv[7..], &["", "", ""]);
-        // A long command goes on stdin after the secret, followed by the run id.
-        let long = "x".repeat(ARGV_COMMAND_MAX + 1);
-        let call = wrapper_argv("i.3", "5ec", &CommandSpec { command: &long, ..no_stdin }, None).unwrap();
-        assert_eq!(&call.argv[6..10], &["", "", "", &(long.len() + 3).to_string()]);
-        assert_eq!(call.stdin_prefix, [b"5ec\n", long.as_bytes(), b"i.3"].concat());
+        assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1"]);
+        // Secret, then cwd, command and the pair, each a line count and lines.
+        assert_eq!(call.stdin_prefix, b"5ec\n1\n/w s\n1\necho \"$A\"\n2\nA=x'$(y)`z`\n\n");
+        let no_stdin = CommandSpec { stdin_len: None, env: &[], cwd: "", ..spec };
+        let call = wrapper_argv("i.2", "5ec", &no_stdin, None, false).unwrap();
+        assert_eq!(&call.argv[4..], &["i.2", "", "", "", "0"]);
+        assert_eq!(call.stdin_prefix, b"5ec\n1\n\n1\necho \"$A\"\n");
+        // A long command comes after the fields, followed by the run id.
+        let long = "x".repeat(INLINE_COMMAND_MAX + 1);
+        let call = wrapper_argv("i.3", "5ec", &CommandSpec { command: &long, ..no_stdin }, None, false).unwrap();
+        assert_eq!(&call.argv[4..], &["i.3", "", "", &(long.len() + 3).to_string(), "0"]);
+        assert_eq!(call.stdin_prefix, [b"5ec\n1\n\n1\n\n", long.as_bytes(), b"i.3"].concat());
+        // Asked to, the command (and only it) goes into argv for the audit log.
+        let call = wrapper_argv("i.4", "5ec", &spec, None, true).unwrap();
+        assert_eq!(call.argv.last().unwrap(), "echo \"$A\"");
+        assert!(!call.argv.iter().any(|a| a.contains("x'$(y)") || a.contains("/w s") || a.contains("5ec")));
+    }
+
+    #[test]
+    fn env_beyond_what_a_process_can_hold_is_refused() {
+        let big = |n: usize| vec![("A".to_owned(), "v".repeat(n))];
+        assert!(env_pairs(&big(MAX_ENV_PAIR - 2)).is_ok());
+        let e = env_pairs(&big(MAX_ENV_PAIR - 1)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("\"A\"") && !e.message.contains("vvvv"), "{}", e.message);
+        let many: Vec<_> = (0..9).map(|i| (format!("V{i}"), "v".repeat(MAX_ENV_TOTAL / 8))).collect();
+        assert_eq!(env_pairs(&many).unwrap_err().code, ErrorCode::InvalidRequest);
     }
 
     #[test]
     fn bad_env_and_nul_are_rejected() {
         let env = vec![("OK".to_owned(), "v".to_owned()), ("B-AD".to_owned(), "v".to_owned())];
         let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin_len: None };
-        assert!(wrapper_argv("i.1", "5ec", &spec, None).unwrap_err().message.contains("\"B-AD\""));
+        assert!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().message.contains("\"B-AD\""));
         let env = vec![("A".to_owned(), "a\0b".to_owned())];
         let spec = CommandSpec { env: &env, ..spec };
-        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None).unwrap_err().code, ErrorCode::InvalidRequest);
+        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
         let spec = CommandSpec { command: "a\0", env: &[], ..spec };
-        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None).unwrap_err().code, ErrorCode::InvalidRequest);
+        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub enum SpawnStdin {
 /// A command to start in the background.
 #[derive(Debug, Clone)]
 pub struct SpawnRequest {
-    /// Shell command line, run by `/bin/sh -c`.
+    /// Shell command line, run by `/bin/sh` from a file in the process's
+    /// directory (see `scripts::SPAWN`).
     pub command: String,
     /// Working directory; empty keeps the exec's default.
     pub cwd: String,

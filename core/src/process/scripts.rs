@@ -33,6 +33,7 @@
 use crate::exec::kill::kill_lib;
 #[cfg(doc)]
 use crate::exec::trailer::MAX_TRAILER;
+use crate::exec::wrapper::field_lib;
 
 /// Lines shared by the scripts that read a process's state: `$d` its
 /// directory from `$1`; `hd` prints the state line
@@ -53,28 +54,39 @@ nu "$p" "$w" "$ws" "$cap"||{ echo gone;exit 0;}
     };
 }
 
-/// Starts a process. `$1` id, `$2` cwd (empty: the exec's), `$3` command,
-/// `$4` stdin (empty: none, `open`: a FIFO for `writeStdin`, else the number
-/// of stdin bytes sent now), `$5` timeout in seconds (empty: none), `$6` cap
-/// per stream, `$7` start time (ms), `$8` command length (bytes), `$9`
-/// flags: `e` for a process removed a minute after it exits, `c` for a
-/// command sent on stdin (then the id, ahead of the stdin bytes) instead of
-/// in `$3` (see [`crate::exec::wrapper::WRAPPER`]), `$10…` `NAME=VALUE` pairs. Prints `ok <pid>` once the command runs, or `cwd`,
-/// `rundir`, `short` (stdin incomplete) having started nothing. Also removes,
-/// in the background, exited processes past their retention.
+/// Starts a process. `$1` id, `$2` stdin (empty: none, `open`: a FIFO for
+/// `writeStdin`, else the number of stdin bytes sent now), `$3` timeout in
+/// seconds (empty: none), `$4` cap per stream, `$5` start time (ms), `$6`
+/// command length (bytes), `$7` flags: `e` for a process removed a minute
+/// after it exits, `c` for a long command sent after the fields (then the
+/// id), `$8` number of env pairs. Stdin: the fields cwd (empty: the exec's
+/// directory), command (empty when long) and the `NAME=VALUE` pairs (see
+/// [`crate::exec::wrapper::WRAPPER`], which carries them the same way and
+/// says why they are not arguments), a long command, then the stdin bytes.
+/// Prints `ok <pid>` once the command runs, or `cwd`, `rundir`, `short`
+/// (stdin incomplete) having started nothing. Also removes, in the
+/// background, exited processes past their retention.
+///
+/// The command runs as `/bin/sh <dir>/c`, a script file in the process's
+/// private directory, so its text is not in any argv either, and the env
+/// pairs are exported by the waiter's subshell just before it `exec`s
+/// (`env` found first, so a `PATH` among them does not matter).
 pub const SPAWN: &str = concat!(
     kill_lib!(),
-    r#"i=$1;b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$i;c=$3;m=$4;o=$5;cap=$6;L=$(($6+64));at=$7;n=$8
+    field_lib!(),
+    r#"i=$1;b=${TMPDIR:-/tmp}/.agent-sandbox/proc;d=$b/$i;m=$2;o=$3;cap=$4;L=$(($4+64));at=$5;n=$6;F=$7;j=$8
 pi(){ case $1 in *[!0-9a-f]*) return 1;;esac;[ ${#1} -eq 20 ];}
-case $9 in *c*) c=$(head -c $((n+20)));case $c in *"$i") c=${c%"$i"};; *) echo short;exit 0;;esac;;esac
-if [ -n "$2" ];then CDPATH= cd -- "$2" 2>/dev/null||{ echo cwd;exit 0;};fi
+g||{ echo short;exit 0;};w=$v
+g||{ echo short;exit 0;};c=$v
+set --;while [ "$j" -gt 0 ];do g||{ echo short;exit 0;};set -- "$@" "$v";j=$((j-1));done
+case $F in *c*) c=$(head -c $((n+20)));case $c in *"$i") c=${c%"$i"};; *) echo short;exit 0;;esac;;esac
+if [ -n "$w" ];then CDPATH= cd -- "$w" 2>/dev/null||{ echo cwd;exit 0;};fi
 od "$b" 2>/dev/null&&mkdir -m 700 "$d" 2>/dev/null||{ echo rundir;exit 0;}
 if [ "$m" = open ];then mkfifo "$d/o" "$d/e" "$d/0";else mkfifo "$d/o" "$d/e";fi 2>/dev/null||{ rm -rf -- "$d";echo rundir;exit 0;}
 I=/dev/null
 case $m in '') ;; open) I=$d/0;; *) I=$d/i;head -c "$m" >"$I";[ "$(stat -c %s -- "$I")" = "$m" ]||{ rm -rf -- "$d";echo short;exit 0;};;esac
-printf '%s' "$c" >"$d/c";: >"$d/1";: >"$d/2";case $9 in *e*) : >"$d/m";;esac
-shift 9
-v='env --';env --default-signal=INT true 2>/dev/null&&v='env --default-signal=INT,QUIT --'
+printf '%s' "$c" >"$d/c";: >"$d/1";: >"$d/2";case $F in *e*) : >"$d/m";;esac
+v=$(command -v env)||v=/usr/bin/env;"$v" --default-signal=INT true 2>/dev/null&&v="$v --default-signal=INT,QUIT"
 if stdbuf -o0 true 2>/dev/null;then y(){ stdbuf -o0 head -c "$L" >>"$1";exec cat;};else y(){ exec cat >>"$1";};fi
 (cd "$b"&&touch -d '1 hour ago' .r&&touch -d '1 minute ago' .m&&{ N=0;for x in */x;do [ -f "$x" ]&&N=$((N+1));done;set --
 for x in */x;do [ -f "$x" ]&&pi "${x%/x}"||continue;{ [ "$N" -gt 64 ]||[ "$x" -ot .r ]||{ [ -e "${x%/x}/m" ]&&[ "$x" -ot .m ];};}&&set -- "$@" "${x%/x}";N=$((N-1));done
@@ -86,7 +98,7 @@ r1=$!
 r2=$!
 exec 7>"$d/o" 8>"$d/e"
 h=-;if [ "$m" = open ];then exec 9<>"$d/0";sleep 2147483647 <&9 3>&- 7>&- 8>&- 9>&- & h=$!;fi
-AGENT_SANDBOX_RUN=p$i: $v "$@" /bin/sh -c -- "$c" <"$I" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
+(export "$@" AGENT_SANDBOX_RUN=p$i:;exec $v -- /bin/sh "$d/c") <"$I" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
 p=$!
 exec 9>&-
 k=;[ -n "$o" ]&&{ (trap 'kill "$s" 2>/dev/null;exit 0' TERM;sleep "$o" & s=$!;wait "$s"||exit 0;: >"$d/t";R=" $p:1";M=" p$i:";kt 20) 3>&- 7>&- 8>&- & k=$!;}

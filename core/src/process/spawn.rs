@@ -9,7 +9,7 @@ use super::stream::MAX_CAP;
 use super::{find, new_id, scripts, ProcessInfo, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
-use crate::exec::wrapper::{env_pairs, no_nul, script_argv, ARGV_COMMAND_MAX};
+use crate::exec::wrapper::{env_pairs, no_nul, push_field, script_argv, INLINE_COMMAND_MAX};
 use crate::exec::{script_status, Call, ExecEngine, ExecTarget};
 
 fn now_ms() -> u64 {
@@ -53,29 +53,35 @@ pub(crate) async fn spawn_with(
         SpawnStdin::Bytes(b) => (b.len().to_string(), Some(b)),
         SpawnStdin::Open => ("open".to_owned(), None),
     };
-    // A long command goes on stdin, as for exec (see the wrapper).
-    let on_stdin = command.len() > ARGV_COMMAND_MAX;
-    let stdin_bytes = if on_stdin {
-        let mut all = [command.as_bytes(), id.as_bytes()].concat();
-        all.extend_from_slice(stdin_bytes.as_deref().unwrap_or_default());
-        Some(Bytes::from(all))
-    } else {
-        stdin_bytes
-    };
-    let flags = format!("{}{}", if ephemeral { "e" } else { "" }, if on_stdin { "c" } else { "" });
+    // Cwd, command and env travel on stdin, as for exec (see the wrapper).
+    let long = command.len() > INLINE_COMMAND_MAX;
+    let mut head = Vec::with_capacity(command.len() + cwd.len() + 64);
+    push_field(&mut head, &cwd);
+    push_field(&mut head, if long { "" } else { &command });
+    for pair in &env {
+        push_field(&mut head, pair);
+    }
+    if long {
+        head.extend_from_slice(command.as_bytes());
+        head.extend_from_slice(id.as_bytes());
+    }
+    head.extend_from_slice(stdin_bytes.as_deref().unwrap_or_default());
+    let flags = format!("{}{}", if ephemeral { "e" } else { "" }, if long { "c" } else { "" });
     let timeout = timeout.map(|t| format!("{:.3}", t.as_secs_f64().max(0.001))).unwrap_or_default();
     let mut args = vec![
         id.clone(),
-        cwd.clone(),
-        if on_stdin { String::new() } else { command.clone() },
         stdin_arg,
         timeout,
         max_output_bytes.to_string(),
         started_at_ms.to_string(),
         command.len().to_string(),
         flags,
+        env.len().to_string(),
     ];
-    args.extend(env);
+    if engine.audit_commands() {
+        args.push(command.clone());
+    }
+    let stdin_bytes = Some(Bytes::from(head));
     let mut reply = HeaderLine::default();
     let ran = engine
         .run_script(target, call, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
