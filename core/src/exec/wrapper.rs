@@ -47,7 +47,7 @@ pub(crate) use field_lib;
 /// (empty: none), `$4` length of a long command sent after the fields
 /// (empty: none), `$5` number of env pairs. Stdin starts with the run's
 /// secret on a line of its own (made by the engine for each run), then the
-/// request's fields (see [`field_lib`]): cwd (empty: stay in the exec's
+/// request's fields (each a line count, then that many lines): cwd (empty: stay in the exec's
 /// directory), the command (empty when long) and `$5` `NAME=VALUE` pairs;
 /// then a long command and the run id, then the user's bytes.
 ///
@@ -144,7 +144,7 @@ pub struct CommandSpec<'a> {
 }
 
 /// Commands longer than this (bytes) are read with one `head -c` rather
-/// than line by line with `read` (see [`field_lib`]); about where the two
+/// than line by line with `read` (see [`WRAPPER`]); about where the two
 /// cost the same.
 pub const INLINE_COMMAND_MAX: usize = 2 * 1024;
 
@@ -203,7 +203,7 @@ pub fn wrapper_argv(
     Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix: prefix })
 }
 
-/// Appends a field as [`field_lib`] reads it: its line count, then its
+/// Appends a field as the scripts read it (see [`WRAPPER`]): its line count, then its
 /// lines (a value without a newline is one line; `a\n` is `a` and an empty
 /// line).
 pub fn push_field(out: &mut Vec<u8>, value: &str) {
