@@ -296,14 +296,16 @@ async fn exec_reattached_survives_cut_connections_with_exact_output() {
     req.timeout = Some(Duration::from_millis(500));
     let r = process::exec_reattached(&engine, target(), req).await.unwrap();
     assert_eq!((r.exit_code, r.timed_out, r.stdout.as_slice()), (None, true, &b"a\n"[..]));
-    let req = ExecRequest::new("sleep 1; touch ran", dir.to_str().unwrap());
+    // The abort resolves once the tree is killed (however slow the machine):
+    // then no `sleep` of it is left and nothing ran after it.
+    let req = ExecRequest::new("sleep 30.4217; touch ran", dir.to_str().unwrap());
     let cancel = req.cancel.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         cancel.cancel();
     });
     assert_eq!(process::exec_reattached(&engine, target(), req).await.unwrap_err().code, ErrorCode::Aborted);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(argv_with("sleep 30.4217"), Vec::<String>::new(), "the command's tree is gone");
     assert!(!dir.join("ran").exists());
 }
 
