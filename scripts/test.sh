@@ -14,6 +14,7 @@ step() { printf '\n=== %s\n' "$*"; }
 
 # Rust build output is cached outside the checkout, like the Go binaries.
 source scripts/lib/cargo-env.sh
+source scripts/lib/shellcheck.sh
 
 step "npm install"
 if [[ -f package-lock.json ]]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi

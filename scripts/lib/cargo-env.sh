@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that build Rust: one target dir outside the checkout,
 # shared by test.sh, lint.sh, demo.sh and `npm run build` from them, so a
 # fresh clone on a machine that built before does not rebuild from nothing

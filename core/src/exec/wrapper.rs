@@ -112,7 +112,7 @@ r=/dev/shm/.agent-sandbox/run
 { o "$r"||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;o "$r";};} 2>/dev/null||{ t rundir;exit 0;}
 f=$r/$i;{ echo $$ >"$f";} 2>/dev/null||{ t rundir;exit 0;}
 [ -n "$L" ]&&{ c=$(head -c "$L");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
-if [ -n "$w" ];then CDPATH= cd -- "$w" 2>/dev/null||{ t cwd;exit 0;};fi
+if [ -n "$w" ];then CDPATH='' cd -- "$w" 2>/dev/null||{ t cwd;exit 0;};fi
 [ -n "$k" ]&&q "$k"
 [ -e "$f.k" ]&&{ t 137;exit 137;}
 export AGENT_SANDBOX_RUN=$i:

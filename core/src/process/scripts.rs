@@ -80,7 +80,7 @@ g||{ echo short;exit 0;};w=$v
 g||{ echo short;exit 0;};c=$v
 set --;while [ "$j" -gt 0 ];do g||{ echo short;exit 0;};set -- "$@" "$v";j=$((j-1));done
 case $F in *c*) c=$(head -c $((n+20)));case $c in *"$i") c=${c%"$i"};; *) echo short;exit 0;;esac;;esac
-if [ -n "$w" ];then CDPATH= cd -- "$w" 2>/dev/null||{ echo cwd;exit 0;};fi
+if [ -n "$w" ];then CDPATH='' cd -- "$w" 2>/dev/null||{ echo cwd;exit 0;};fi
 od "$b" 2>/dev/null&&mkdir -m 700 "$d" 2>/dev/null||{ echo rundir;exit 0;}
 if [ "$m" = open ];then mkfifo "$d/o" "$d/e" "$d/0";else mkfifo "$d/o" "$d/e";fi 2>/dev/null||{ rm -rf -- "$d";echo rundir;exit 0;}
 I=/dev/null
