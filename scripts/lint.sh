@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static checks, run by scripts/test.sh and on their own (`npm run lint`):
 # Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
-# rustdoc's link checks, gofmt, go vet and nodeexec's unit tests for the local
+# rustdoc's link checks, cargo deny (deny.toml: licenses, bans, sources;
+# advisories where RustSec's database can be fetched), gofmt, go vet and nodeexec's unit tests for the local
 # control plane, and tsc over js/ (checkJs) and the type-level test of
 # index.d.ts. Fails on the first problem.
 set -euo pipefail
@@ -14,6 +15,8 @@ echo "lint: clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "lint: rustdoc (broken or private intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "lint: cargo deny (deny.toml)"
+bash scripts/deny.sh
 echo "lint: gofmt, go vet (dev/cluster)"
 # The same flags as cluster.sh's builds, so vet reuses their compiled packages.
 unformatted=$(cd dev/cluster && gofmt -l cmd)
