@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks, run by scripts/test.sh and on their own (`npm run lint`):
 # Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
-# rustdoc's link checks, gofmt, go vet and nodeexec's unit tests for the local
+# rustdoc's link checks, cargo deny (deny.toml: licenses, bans, sources;
+# advisories where RustSec's database can be fetched), the release workflow's
+# supply-chain rules, gofmt, go vet and nodeexec's unit tests for the local
 # control plane, and tsc over js/ (checkJs) and the type-level test of
 # index.d.ts. Fails on the first problem.
 set -euo pipefail
@@ -14,6 +16,11 @@ echo "lint: clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "lint: rustdoc (broken or private intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "lint: cargo deny (deny.toml)"
+bash scripts/deny.sh
+echo "lint: workflows (actions pinned by commit, no cache, no curl | sh, --ignore-scripts, --locked)"
+bash scripts/lib/check-workflows.sh --self-test
+bash scripts/lib/check-workflows.sh .github/workflows/*.yml
 echo "lint: gofmt, go vet (dev/cluster)"
 # The same flags as cluster.sh's builds, so vet reuses their compiled packages.
 unformatted=$(cd dev/cluster && gofmt -l cmd)

@@ -4,7 +4,9 @@
 # zig + cargo-zigbuild from PyPI link for each target with glibc 2.17 as the
 # floor, and std is built from Debian's rust-src for the exact rustc version
 # (cargo -Z build-std). Tools are cached by version under
-# ~/.cache/agent-sandbox-provider; artifacts land in npm/<platform>/.
+# ~/.cache/agent-sandbox-provider (zig and cargo-zigbuild installed with
+# pip --require-hashes from scripts/lib/release-requirements.txt, rust-src
+# through apt's signed archive); artifacts land in npm/<platform>/.
 #
 #   bash scripts/release-build.sh                 all four targets
 #   bash scripts/release-build.sh linux-arm64-gnu one of them
@@ -36,10 +38,11 @@ log() { printf '[release] %s\n' "$*" >&2; }
 
 tools() {
 	if [[ ! -x $TOOLS/venv/bin/cargo-zigbuild ]]; then
-		log "installing zig $ZIG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION from PyPI"
+		log "installing zig $ZIG_VERSION and cargo-zigbuild $ZIGBUILD_VERSION from PyPI (hashes checked)"
 		# Built in place (a venv's scripts name their interpreter by path), removed if it fails.
+		# Only the wheels whose sha256 the requirements file lists are accepted.
 		rm -rf "$TOOLS" && python3 -m venv "$TOOLS/venv"
-		"$TOOLS/venv/bin/pip" install -q "ziglang==$ZIG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" ||
+		"$TOOLS/venv/bin/pip" install -q --require-hashes --only-binary :all: -r "$RELEASE_REQUIREMENTS" ||
 			{ rm -rf "$TOOLS"; exit 1; }
 	fi
 	if [[ ! -d $RUST_SRC/library ]]; then

@@ -1,9 +1,14 @@
 # Sourced by the release scripts (release-build.sh, test-cross.sh): the
 # cross-build tools they share, cached by version, and private_apt.
 CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
-ZIG_VERSION=0.17.1
-ZIGBUILD_VERSION=0.24.1
-TOOLS=$CACHE/xtools-zig$ZIG_VERSION-zigbuild$ZIGBUILD_VERSION
+# zig and cargo-zigbuild: versions and wheel hashes in one place, the
+# requirements file pip installs with --require-hashes.
+RELEASE_REQUIREMENTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/release-requirements.txt
+ZIG_VERSION=$(sed -n 's/^ziglang==\([^ ]*\).*/\1/p' "$RELEASE_REQUIREMENTS")
+ZIGBUILD_VERSION=$(sed -n 's/^cargo-zigbuild==\([^ ]*\).*/\1/p' "$RELEASE_REQUIREMENTS")
+# Keyed by the requirements file's own hash too, so a tool dir installed
+# before the hashes were checked (or with other pins) is never reused.
+TOOLS=$CACHE/xtools-zig$ZIG_VERSION-zigbuild$ZIGBUILD_VERSION-$(sha256sum "$RELEASE_REQUIREMENTS" | cut -c1-12)
 
 # private_apt DIR SUITE...: an apt setup of
 # its own under DIR (nothing system-wide changes) for this machine's Debian
