@@ -3,13 +3,16 @@
 # Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
 # rustdoc's link checks, cargo deny (deny.toml: licenses, bans, sources;
 # advisories where RustSec's database can be fetched), the release workflow's
-# supply-chain rules, gofmt, go vet and nodeexec's unit tests for the local
+# supply-chain rules, shellcheck of the project's scripts, gofmt, go vet and nodeexec's unit tests for the local
 # control plane, and tsc over js/ (checkJs) and the type-level test of
 # index.d.ts. Fails on the first problem.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/cargo-env.sh
+source scripts/lib/shellcheck.sh
 
+echo "lint: shellcheck (the project's scripts; the in-pod ones: core/tests/shell_scripts.rs)"
+"$SHELLCHECK" -S warning scripts/*.sh scripts/lib/*.sh dev/cluster/*.sh .ci/run
 echo "lint: rustfmt"
 cargo fmt --all --check
 echo "lint: clippy"

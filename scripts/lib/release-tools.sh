@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the scripts that source it
 # Sourced by the release scripts (release-build.sh, test-cross.sh): the
 # cross-build tools they share, cached by version, and private_apt.
 CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
