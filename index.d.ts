@@ -97,7 +97,11 @@ export interface CommonOptions {
    * Credentials. Default: the in-cluster service account when
    * `KUBERNETES_SERVICE_HOST` is set, else `KUBECONFIG` / `~/.kube/config`
    * (current context; exec auth plugins work). A string is a kubeconfig path
-   * or kubeconfig YAML. Tokens never appear in errors or events.
+   * or kubeconfig YAML. No credential appears in errors, events or trace
+   * lines: a kubeconfig that does not parse is named with the line and column
+   * of the error, a failing exec plugin by its program's name and exit status.
+   * Credentials sent over plain `http://` or with TLS verification off give
+   * one `warning` event (not for a loopback server reached directly).
    */
   kubeConfig?: string | KubeServerConfig;
   /** Provider name persisted by Rivet; keep it stable. Default "agent-sandbox". */
@@ -151,7 +155,7 @@ export interface KubeServerConfig {
   caData?: string;
   /** CA bundle file. */
   caFile?: string;
-  /** Skip TLS verification (testing only). */
+  /** Skip TLS verification (testing only: the token goes to whoever answers; a `warning` event says so). */
   insecureSkipTlsVerify?: boolean;
 }
 
@@ -203,9 +207,12 @@ export interface SandboxEvent {
   /**
    * `claimed` (claim created), `adopted` (bound to a warm sandbox),
    * `cold_start` (a new pod is being started), `waiting` (`message` says for
-   * what), `scheduled` (`node`), `ready`, `suspended`, `resumed`, `deleted`.
+   * what), `scheduled` (`node`), `ready`, `suspended`, `resumed`, `deleted`;
+   * `warning` (`message` says what to fix: credentials sent over plain
+   * `http://` or without TLS verification), once per provider, first in its
+   * first call that names a sandbox.
    */
-  type: "claimed" | "adopted" | "cold_start" | "waiting" | "scheduled" | "ready" | "suspended" | "resumed" | "deleted";
+  type: "claimed" | "adopted" | "cold_start" | "waiting" | "scheduled" | "ready" | "suspended" | "resumed" | "deleted" | "warning";
   /** Sandbox id. */
   id: string;
   actorId: string;

@@ -5,7 +5,9 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import vm from "node:vm";
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import * as pkg from "@rivet-dev/sandbox-adapter-kubernetes";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
@@ -283,6 +285,148 @@ test("kubeConfig forms are checked and secrets never appear in errors", () => {
   }
   const yaml = `apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: ${secret}\n`;
   agentSandboxProvider({ ...pool, kubeConfig: yaml });
+});
+
+// A known secret in every place a credential can be; none of it in an
+// error, an event or a trace line (AGENT_SANDBOX_LOG=debug in a child).
+const SECRET = "s3cr3t-5b1f0c9e77d2";
+
+/** A kubeconfig whose YAML breaks on line 8, two lines below the token. */
+const BAD_KUBECONFIG = `apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: ${SECRET}\n    username: u\n   bad: indent\n`;
+
+/** Runs `script` (ESM) in a child Node with tracing on; its stdout parsed as JSON, and its stderr. */
+function traced(script, env = {}) {
+  const childEnv = { ...process.env, AGENT_SANDBOX_LOG: "debug", ...env };
+  delete childEnv.KUBERNETES_SERVICE_HOST;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { env: childEnv, encoding: "utf8", timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  for (const [name, text] of [["stdout", r.stdout], ["stderr", r.stderr]]) assert.ok(!text.includes(SECRET), `${name} carries the secret:\n${text}`);
+  return { result: JSON.parse(r.stdout), stderr: r.stderr };
+}
+
+/** Collects the errors and events of `calls` (a function body using `provider(kubeConfig)`, `fail(promise)` and `ctx`). */
+const collecting = (calls) => `
+import { writeFileSync } from "node:fs";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
+const events = [];
+const errors = [];
+const ctx = { actorId: "a" };
+const provider = (kubeConfig) => agentSandboxProvider({ warmPool: "p", namespace: "ns", kubeConfig, onEvent: (e) => events.push(e) });
+const fail = (promise) => promise.then(
+  () => errors.push({ code: "none", message: "resolved" }),
+  (e) => errors.push({ code: e.code, message: e.message }),
+);
+${calls}
+process.stdout.write(JSON.stringify({ events, errors }));
+`;
+
+test("a kubeconfig that does not parse is named with its line and column, never its text", () => {
+  const dir = mkdtempSync(join(tmpdir(), "kubeconfig-secret-"));
+  try {
+    const file = join(dir, "config");
+    writeFileSync(file, BAD_KUBECONFIG);
+    for (const [kubeConfig, where] of [[file, `kubeconfig file ${file}`], [BAD_KUBECONFIG, "the kubeconfig string"]]) {
+      assert.throws(
+        () => agentSandboxProvider({ ...pool, kubeConfig }),
+        (err) => {
+          assert.equal(err.code, "config", err.message);
+          assert.ok(err.message.includes(`${where} is not valid kubeconfig YAML at line 8, column`), err.message);
+          assert.ok(!err.message.includes(SECRET) && !err.message.includes("token"), err.message);
+          return true;
+        },
+      );
+    }
+    // The default configuration: KUBECONFIG, else ~/.kube/config.
+    mkdirSync(join(dir, ".kube"));
+    writeFileSync(join(dir, ".kube", "config"), BAD_KUBECONFIG);
+    const calls = collecting("await fail(provider(undefined).create(ctx));");
+    for (const [env, named] of [[{ KUBECONFIG: file }, file], [{ KUBECONFIG: "", HOME: dir }, join(dir, ".kube", "config")]]) {
+      const { result } = traced(calls, env);
+      assert.equal(result.errors[0].code, "config", result.errors[0].message);
+      assert.ok(result.errors[0].message.includes(`kubeconfig file ${named} is not valid kubeconfig YAML at line 8`), result.errors[0].message);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a failing exec credential plugin is named with its exit status, never its arguments, environment or output", () => {
+  const dir = mkdtempSync(join(tmpdir(), "plugin-secret-"));
+  // The plugin `kubelogin` (a symlink to /bin/sh running a script) gets the
+  // secret as an argument and in its environment, and prints it.
+  const plugin = (name, body) => {
+    mkdirSync(join(dir, name));
+    symlinkSync("/bin/sh", join(dir, name, "kubelogin"));
+    writeFileSync(join(dir, name, "plugin.sh"), body);
+    const kubeconfig = join(dir, name, "config");
+    writeFileSync(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\ncurrent-context: x\n` +
+        `clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n` +
+        `contexts:\n- name: x\n  context: { cluster: c, user: u }\n` +
+        `users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n` +
+        `      command: ${join(dir, name, "kubelogin")}\n      args: ["${join(dir, name, "plugin.sh")}", "--client-secret", "${SECRET}"]\n` +
+        `      env:\n      - name: VAULT_TOKEN\n        value: "${SECRET}"\n`,
+    );
+    return kubeconfig;
+  };
+  try {
+    const failing = plugin("failing", `printf '{"status": {"token": "%s"}}' "$VAULT_TOKEN"; echo "denied $* $VAULT_TOKEN" >&2; exit 3`);
+    const garbage = plugin("garbage", `printf '{"status": {"token": "%s"},\n  garbage: [\n' "$VAULT_TOKEN"`);
+    // An expired token, so the plugin runs again before each request; it
+    // fails once the marker exists.
+    const refreshing = plugin(
+      "refreshing",
+      `if [ -e "$0.fail" ]; then echo "$VAULT_TOKEN" >&2; echo "$VAULT_TOKEN"; exit 4; fi\n` +
+        `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"2000-01-01T00:00:00Z"}}' "$VAULT_TOKEN"`,
+    );
+    const { result, stderr } = traced(
+      collecting(`
+        await fail(provider(${JSON.stringify(failing)}).create(ctx));
+        await fail(provider(${JSON.stringify(garbage)}).create(ctx));
+        const refreshing = provider(${JSON.stringify(refreshing)});
+        await refreshing.connect(ctx, "not-an-id"); // builds the client: the plugin succeeds
+        writeFileSync(${JSON.stringify(join(dir, "refreshing", "plugin.sh.fail"))}, "");
+        await fail(refreshing.create(ctx));
+      `),
+    );
+    const [atBuild, unparsable, atRefresh] = result.errors;
+    for (const e of result.errors) assert.equal(e.code, "config", e.message);
+    assert.ok(atBuild.message.includes("the credential plugin `kubelogin` failed (exit status: 3)"), atBuild.message);
+    assert.ok(unparsable.message.includes("the credential plugin `kubelogin` printed something that is not an ExecCredential at line "), unparsable.message);
+    assert.ok(atRefresh.message.includes("the credential plugin `kubelogin` failed (exit status: 4)"), atRefresh.message);
+    for (const e of result.errors) assert.ok(!e.message.includes(dir) && !e.message.includes("denied"), e.message);
+    assert.match(stderr, / create a: failed: config \(.*`kubelogin` failed \(exit status: 4\)/);
+    assert.deepEqual(result.events, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("credentials over plain http:// or unchecked TLS give one warning event and trace line", () => {
+  // 0.0.0.0 is this host to Linux's connect (refused at once) but not a
+  // loopback address, which would be exempt.
+  for (const [server, extra, says] of [
+    ["http://0.0.0.0:1", {}, "the API server http://0.0.0.0:1 is plain http://"],
+    ["https://0.0.0.0:1", { insecureSkipTlsVerify: true }, "the API server https://0.0.0.0:1's certificate is not checked"],
+  ]) {
+    const kubeConfig = { server, token: SECRET, ...extra };
+    const { result, stderr } = traced(
+      collecting(`
+        const p = provider(${JSON.stringify(kubeConfig)});
+        await fail(p.create(ctx));
+        await fail(p.create(ctx));
+      `),
+    );
+    assert.deepEqual(result.errors.map((e) => e.code), ["unavailable", "unavailable"]);
+    assert.equal(result.events.length, 1, JSON.stringify(result.events));
+    const [warning] = result.events;
+    assert.equal(warning.type, "warning");
+    assert.equal(warning.actorId, "a");
+    assert.ok(warning.message.startsWith(says), warning.message);
+    assert.equal(stderr.split("\n").filter((l) => / Warning after \d+ ms: /.test(l)).length, 1, stderr);
+    assert.ok(stderr.includes(says), stderr);
+  }
 });
 
 test("an unreachable API server is `unavailable`, not a config error, and names the action", async () => {

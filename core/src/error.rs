@@ -112,6 +112,11 @@ impl Error {
 /// Result with the core's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// ` at line L, column C` for a parse error's position, or nothing.
+pub fn position(line_column: Option<(u64, u64)>) -> String {
+    line_column.map(|(line, column)| format!(" at line {line}, column {column}")).unwrap_or_default()
+}
+
 /// Longest run of non-whitespace a message shows in full.
 const LONG_WORD: usize = 160;
 

@@ -17,6 +17,7 @@
 //! that keeps refusing is reported as `unavailable` while the caller can
 //! still do something about it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_timeout::TimeoutConnector;
@@ -24,12 +25,14 @@ use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
-use kube::client::ConfigExt;
+use kube::client::{AuthError, ConfigExt};
 use kube::{Client, Config};
 use tower::retry::RetryLayer;
 use tower::{BoxError, Service, ServiceBuilder};
 
+use super::errors::{self, CredentialError};
 use super::proxy::Proxy;
+use crate::error::{Error, Result};
 
 /// Idle time before the first TCP keepalive probe.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
@@ -42,8 +45,13 @@ const KEEPALIVE_PROBES: u32 = 3;
 pub(super) const RETRIES: u32 = 8;
 
 /// A client equivalent to `Client::try_from(config)` with TCP_NODELAY and
-/// keepalive, through `proxy` when there is one.
-pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client, kube::Error> {
+/// keepalive, through `proxy` when there is one. Errors are `config`, in
+/// words that quote no credential (see [`errors::describe`]).
+pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client> {
+    let plugin = errors::plugin_name(&config.auth_info);
+    let failed = |e: kube::Error| {
+        Error::config(format!("cannot build the Kubernetes client: {}", errors::describe(&e, plugin.as_deref())))
+    };
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -52,20 +60,35 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client, ku
     http.set_keepalive(Some(KEEPALIVE_IDLE));
     http.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(KEEPALIVE_PROBES));
-    let Some(proxy) = proxy else { return finish(config, http) };
+    let Some(proxy) = proxy else { return finish(config, http, plugin.as_deref()).map_err(failed) };
     match proxy.uri().scheme_str() {
         Some(scheme @ ("socks5" | "socks5h")) => {
             let mut socks = SocksV5::new(proxy.uri().clone(), http).local_dns(scheme == "socks5");
             if let Some((user, pass)) = proxy.raw_auth() {
                 socks = socks.with_auth(user.to_owned(), pass.to_owned());
             }
-            finish(config, socks)
+            finish(config, socks, plugin.as_deref()).map_err(failed)
         }
         Some("https") => {
-            let tunnel = Tunnel::new(proxy.uri().clone(), config.rustls_https_connector_with_connector(http)?);
-            finish(config, with_auth(tunnel, proxy))
+            // The proxy is not the cluster: the cluster's CA, its
+            // insecure-skip-tls-verify and its client certificate are no
+            // business of the proxy's. kube's TLS set up for a config with no
+            // CA, no identity and verification on is the platform verifier
+            // (the system's roots; on Linux `SSL_CERT_FILE` / `SSL_CERT_DIR`
+            // replace them), offering no client certificate.
+            let tls = Config::new(proxy.uri().clone()).rustls_https_connector_with_connector(http).map_err(|e| {
+                Error::config(format!(
+                    "cannot set up TLS to the HTTPS proxy {} (verified against the system's CA certificates): {}",
+                    proxy.display(),
+                    errors::describe(&e, None)
+                ))
+            })?;
+            let tunnel = Tunnel::new(proxy.uri().clone(), tls);
+            finish(config, with_auth(tunnel, proxy), plugin.as_deref()).map_err(failed)
         }
-        _ => finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy)),
+        _ => {
+            finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy), plugin.as_deref()).map_err(failed)
+        }
     }
 }
 
@@ -76,8 +99,9 @@ fn with_auth<C>(tunnel: Tunnel<C>, proxy: &Proxy) -> Tunnel<C> {
     }
 }
 
-/// TLS, kube's timeouts and kube's layers over `connector`.
-fn finish<C>(config: Config, connector: C) -> Result<Client, kube::Error>
+/// TLS, kube's timeouts and kube's layers over `connector`; `plugin` names
+/// the credential plugin in errors.
+fn finish<C>(config: Config, connector: C, plugin: Option<&str>) -> Result<Client, kube::Error>
 where
     C: Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
@@ -91,9 +115,17 @@ where
     timeouts.set_connect_timeout(config.connect_timeout);
     timeouts.set_read_timeout(config.read_timeout);
     timeouts.set_write_timeout(config.write_timeout);
+    let plugin: Option<Arc<str>> = plugin.map(Arc::from);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.default_retry.then(|| RetryLayer::new(retry_policy())))
+        // The auth layer runs an exec plugin again as its token expires; its
+        // failure would reach the caller as kube's error, which prints the
+        // plugin's arguments, environment and output: say it in our words.
+        .map_err(move |e: BoxError| match e.downcast::<AuthError>() {
+            Ok(auth) => BoxError::from(CredentialError::new(&auth, plugin.as_deref())),
+            Err(other) => other,
+        })
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)

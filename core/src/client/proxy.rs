@@ -11,7 +11,9 @@
 //!
 //! Supported: `http://` and `https://` proxies (HTTP CONNECT, with basic auth
 //! from the URL's user info) and `socks5://` / `socks5h://` (DNS by the
-//! proxy). Proxy URLs are never printed with their user info.
+//! proxy). An `https://` proxy's certificate is verified against the system's
+//! roots, never the cluster's CA, and it is offered no client certificate
+//! (`http.rs`). Proxy URLs are never printed with their user info.
 
 use std::net::IpAddr;
 
@@ -38,6 +40,11 @@ impl Proxy {
     /// User and password for SOCKS5.
     pub fn raw_auth(&self) -> Option<(&str, &str)> {
         self.0.raw_auth()
+    }
+
+    /// `scheme://host:port`, without the user info, for messages.
+    pub fn display(&self) -> String {
+        display(self.uri())
     }
 }
 
@@ -81,14 +88,15 @@ fn check_scheme(url: &str, origin: &str) -> Result<()> {
     }
 }
 
-fn is_loopback(server: &Uri) -> bool {
+/// Whether `server` is on this host (`localhost`, `127.0.0.0/8`, `::1`).
+pub(super) fn is_loopback(server: &Uri) -> bool {
     let Some(host) = server.host() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `scheme://host:port` without the user info, for messages.
-fn display(uri: &Uri) -> String {
+pub(super) fn display(uri: &Uri) -> String {
     let host = uri.host().unwrap_or("?");
     match uri.port_u16() {
         Some(port) => format!("{}://{host}:{port}", uri.scheme_str().unwrap_or("http")),

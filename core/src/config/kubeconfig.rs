@@ -5,12 +5,12 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use kube::config::Kubeconfig;
+use kube::config::{Kubeconfig, KubeconfigError};
 use secrecy::SecretString;
 use serde_json::Value;
 
 use super::fields::{kind, Fields};
-use crate::error::{Error, Result};
+use crate::error::{position, Error, Result};
 
 /// Where the Kubernetes credentials come from.
 pub enum KubeConfigSource {
@@ -99,16 +99,46 @@ fn parse_string(s: &str) -> Result<KubeConfigSource> {
         return Err(Error::config("option `kubeConfig` must not be empty"));
     }
     if s.contains('\n') || trimmed.starts_with('{') {
-        // kube's parse errors quote no secrets, but keep them out anyway.
-        let kc = Kubeconfig::from_yaml(trimmed)
-            .map_err(|_| Error::config("option `kubeConfig`: the kubeconfig string is not valid kubeconfig YAML"))?;
+        let kc = Kubeconfig::from_yaml(trimmed).map_err(|e| {
+            // Lines are counted in the string as given, not the trimmed one.
+            let skipped = s[..s.len() - s.trim_start().len()].matches('\n').count() as u64;
+            let at = parse_position(&e).map(|(line, column)| (line + skipped, column));
+            Error::config(format!(
+                "option `kubeConfig`: the kubeconfig string is not valid kubeconfig YAML{} (its text is not shown: it may hold credentials)",
+                position(at)
+            ))
+        })?;
         return Ok(KubeConfigSource::Inline(Box::new(kc)));
     }
     let path = expand_home(trimmed);
-    let kc = Kubeconfig::read_from(&path).map_err(|e| {
-        Error::config(format!("option `kubeConfig`: cannot read kubeconfig file {}: {e}", path.display()))
-    })?;
+    let kc = read_file(&path).map_err(|why| Error::config(format!("option `kubeConfig`: {why}")))?;
     Ok(KubeConfigSource::File { path, kubeconfig: Box::new(kc) })
+}
+
+/// Reads the kubeconfig file at `path`; the error says what went wrong with
+/// it, naming the file. A YAML error is reported by its line and column
+/// only: kube's parser (serde-saphyr) renders the lines around the error,
+/// which can be a `token:` line, and quotes the values it rejects.
+pub(crate) fn read_file(path: &Path) -> std::result::Result<Kubeconfig, String> {
+    Kubeconfig::read_from(path).map_err(|e| match e {
+        KubeconfigError::ReadConfig(io, _) => format!("cannot read kubeconfig file {}: {io}", path.display()),
+        KubeconfigError::Parse(_) => format!(
+            "kubeconfig file {} is not valid kubeconfig YAML{} (its text is not shown: it may hold credentials)",
+            path.display(),
+            position(parse_position(&e))
+        ),
+        // The documents of the file do not merge (kind or apiVersion differ):
+        // kube's text names no value.
+        other => format!("kubeconfig file {}: {other}", path.display()),
+    })
+}
+
+/// Line and column of a YAML parse error.
+fn parse_position(e: &KubeconfigError) -> Option<(u64, u64)> {
+    match e {
+        KubeconfigError::Parse(e) => e.location().map(|l| (l.line(), l.column())),
+        _ => None,
+    }
 }
 
 fn parse_server(v: &Value) -> Result<ServerConfig> {
@@ -176,5 +206,39 @@ mod tests {
         assert!(!format!("{ok:?}").contains("s3cret"));
         let e = parse(Some(&json!("clusters: [\n"))).unwrap_err();
         assert!(!e.message.contains("clusters"), "{}", e.message);
+    }
+
+    /// A token two lines above a YAML error: serde-saphyr's own rendering
+    /// of the error would show that line.
+    const BAD: &str =
+        "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: s3cr3t-f00d\n    username: u\n   bad: indent\n";
+
+    #[test]
+    fn yaml_errors_give_line_and_column_never_the_text() {
+        let e = parse(Some(&json!(BAD))).unwrap_err();
+        assert!(
+            e.message.contains("the kubeconfig string is not valid kubeconfig YAML at line 8, column"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("s3cr3t") && !e.message.contains("token"), "{}", e.message);
+        // Lines count in the string as given, leading blank lines included.
+        let e = parse(Some(&json!(format!("\n\n{BAD}")))).unwrap_err();
+        assert!(e.message.contains("at line 10, column"), "{}", e.message);
+        // A value of the wrong type is not quoted either.
+        let e =
+            parse(Some(&json!("apiVersion: v1\nusers:\n- name: u\n  user:\n    token: [s3cr3t-f00d]\n"))).unwrap_err();
+        assert!(e.message.contains("at line 5, column") && !e.message.contains("s3cr3t"), "{}", e.message);
+
+        let path = std::env::temp_dir().join(format!("sandbox-core-kubeconfig-{}", std::process::id()));
+        std::fs::write(&path, BAD).unwrap();
+        let e = parse(Some(&json!(path.to_str().unwrap()))).unwrap_err();
+        let _ = std::fs::remove_file(&path);
+        let expected = format!(
+            "option `kubeConfig`: kubeconfig file {} is not valid kubeconfig YAML at line 8, column",
+            path.display()
+        );
+        assert!(e.message.contains(&expected), "{}", e.message);
+        assert!(!e.message.contains("s3cr3t") && !e.message.contains("token"), "{}", e.message);
     }
 }

@@ -1,6 +1,7 @@
 //! Lifecycle progress events (`onEvent`), so a slow cold start is visible.
 //! Events carry ids, names, timings and controller messages — never
-//! credentials.
+//! credentials. One more, `warning`, tells once per provider that its
+//! credentials travel unprotected (see `client::build::transport_warning`).
 
 use std::sync::Arc;
 
@@ -32,6 +33,11 @@ pub enum EventKind {
     Resumed,
     /// The sandbox and everything it owned are gone.
     Deleted,
+    /// Something about the provider's setup the caller should fix (`message`
+    /// says what): credentials sent over plain `http://` or to a server whose
+    /// certificate is not checked. Once per provider, at the start of its first
+    /// call with a sandbox id.
+    Warning,
 }
 
 /// One progress event, serialized as `{ type, id, actorId, elapsedMs, ... }`.
@@ -53,7 +59,7 @@ pub struct Event {
     /// Node of the pod (`scheduled`, `ready`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// Detail (`waiting`).
+    /// Detail (`waiting`, `warning`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

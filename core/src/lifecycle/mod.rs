@@ -76,6 +76,9 @@ pub struct Lifecycle {
     /// follows the claim with a watch from the start.
     fresh: Mutex<HashMap<String, String>>,
     pool_check: PoolCheck,
+    /// The connection's transport warning, until the first call's emitter
+    /// has reported it (an event and a trace line, once).
+    transport_warning: Mutex<Option<String>>,
 }
 
 impl Lifecycle {
@@ -90,6 +93,7 @@ impl Lifecycle {
             sink,
             fresh: Mutex::new(HashMap::new()),
             pool_check: PoolCheck::default(),
+            transport_warning: Mutex::new(conn.transport_warning.clone()),
         }
     }
 
@@ -107,8 +111,15 @@ impl Lifecycle {
         }
     }
 
+    /// The events of one call; the first call's starts with the transport
+    /// warning, if there is one: events belong to a call, and the provider
+    /// is built by its first call, so this is as early as it can be said.
     fn emitter(&self, id: &SandboxId, actor_id: &str) -> Emitter {
-        Emitter::new(self.sink.clone(), &id.to_string(), actor_id)
+        let ev = Emitter::new(self.sink.clone(), &id.to_string(), actor_id);
+        if let Some(warning) = self.transport_warning.lock().ok().and_then(|mut w| w.take()) {
+            ev.emit(EventKind::Warning, None, None, Some(&warning));
+        }
+        ev
     }
 
     fn deadline(&self) -> Instant {
@@ -194,4 +205,37 @@ fn not_ours(kind: Kind, id: &SandboxId) -> Error {
         ErrorCode::InvalidState,
         format!("{} {id} was not created for this actor; refusing to use it", kind.resource()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_transport_warning_is_the_first_event_of_the_first_call_only() {
+        let options = json!({
+            "warmPool": "p",
+            "namespace": "ns",
+            "kubeConfig": { "server": "http://user:s3cr3t@10.0.0.1:8080", "token": "s3cr3t" },
+        });
+        let config = crate::config::parse(&options).unwrap();
+        let conn = crate::client::connect(&config.kube_config).await.unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let seen = events.clone();
+        let sink: EventSink = Arc::new(move |e| seen.lock().unwrap().push(e));
+        let lifecycle = Lifecycle::new(&conn, Arc::new(config), Some(sink));
+        let id = SandboxId { namespace: "ns".into(), name: "sbx-1".into() };
+        lifecycle.emitter(&id, "actor").emit(EventKind::Claimed, None, None, None);
+        lifecycle.emitter(&id, "actor").emit(EventKind::Ready, None, None, None);
+        let events = events.lock().unwrap();
+        let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::Warning, EventKind::Claimed, EventKind::Ready]);
+        let warning = &events[0];
+        assert_eq!((warning.id.as_str(), warning.actor_id.as_str()), ("ns/sbx-1", "actor"));
+        let message = warning.message.as_deref().unwrap();
+        assert!(message.contains("http://10.0.0.1:8080 is plain http://"), "{message}");
+        assert!(!serde_json::to_string(&*events).unwrap().contains("s3cr3t"));
+    }
 }
