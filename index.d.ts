@@ -143,6 +143,16 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** Options of `readFile`. */
+export interface ReadFileOptions extends CallOptions {
+  /** Most bytes to return; more is `too_large` with nothing read. Default 100 MiB. */
+  maxBytes?: number;
+  /** First byte to return (a whole number ≥ 0). Default 0. */
+  offset?: number;
+  /** Most bytes to return from `offset` (a whole number ≥ 0). Default: to the end. */
+  length?: number;
+}
+
 /** `kubeConfig` as an explicit server and bearer token. */
 export interface KubeServerConfig {
   /** API server URL, e.g. "https://10.0.0.1:6443". */
@@ -266,13 +276,15 @@ export interface Sandbox {
   exec(command: string, options: ExecOptions & { encoding: "buffer" }): Promise<ExecResult<Buffer>>;
   exec(command: string, options?: ExecOptions): Promise<ExecResult<string>>;
   /**
-   * Whole regular file; rejects with `not_found`, `is_directory`, `invalid_request` for a FIFO,
+   * A regular file, whole or the range `[offset, offset + length)` (empty at or past the end,
+   * shorter at the end; the bytes before `offset` are not read, so a page deep into a large or
+   * sparse file costs one exec); rejects with `not_found`, `is_directory`, `invalid_request` for a FIFO,
    * socket or device, or `too_large` (default limit 100 MiB; `maxBytes` at most the provider's
    * `limits.maxReadBytes`). Memory grows with the bytes that arrive, never with the size the
    * sandbox reports. Every file call rejects a path over 4095 bytes, or with a name over 255
    * bytes, as `invalid_request`, and times out after `callTimeoutMs` (`timeout`).
    */
-  readFile(path: string, options?: { maxBytes?: number } & CallOptions): Promise<Uint8Array>;
+  readFile(path: string, options?: ReadFileOptions): Promise<Uint8Array>;
   /** Creates or truncates the file (strings as UTF-8), atomically. */
   writeFile(path: string, content: string | Uint8Array, options?: CallOptions): Promise<void>;
   /** `mkdir -p`: recursive, idempotent. */

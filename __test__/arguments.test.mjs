@@ -121,7 +121,11 @@ describe("bad arguments", { skip, timeout: 600_000 }, () => {
       await rejects(`readFile options ${show(v)}`, () => s.readFile(`${dir}/f`, v));
       await rejects(`remove options ${show(v)}`, () => s.remove(`${dir}/f`, v));
     }
-    for (const v of BAD_COUNT) await rejects(`readFile maxBytes ${show(v)}`, () => s.readFile(`${dir}/f`, { maxBytes: v }));
+    for (const v of BAD_COUNT) {
+      await rejects(`readFile maxBytes ${show(v)}`, () => s.readFile(`${dir}/f`, { maxBytes: v }));
+      await rejects(`readFile offset ${show(v)}`, () => s.readFile(`${dir}/f`, { offset: v }));
+      await rejects(`readFile length ${show(v)}`, () => s.readFile(`${dir}/f`, { length: v }));
+    }
     assert.deepEqual(await s.readdir(dir), [], "nothing was written");
   });
 

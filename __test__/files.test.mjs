@@ -30,6 +30,27 @@ describe("files", { skip, timeout: 600_000 }, () => {
     assert.equal((await sh(sandbox, `od -An -v -tx1 bytes.bin | tr -d ' \\n'`, { cwd: dir })), Buffer.from(bytes).toString("hex"));
   });
 
+  test("readFile in 1 MiB pages gives back a random binary file; a range deep into a sparse file", async () => {
+    const data = randomBytes(5 * 1024 * 1024 + 12_345);
+    await sandbox.writeFile(`${dir}/pages.bin`, data);
+    const page = 1024 * 1024;
+    const pages = [];
+    for (let offset = 0; ; offset += page) {
+      const chunk = await sandbox.readFile(`${dir}/pages.bin`, { offset, length: page, maxBytes: page });
+      if (chunk.length === 0) break;
+      pages.push(chunk);
+    }
+    const sha = (b) => createHash("sha256").update(b).digest("hex");
+    assert.equal(sha(Buffer.concat(pages)), sha(data));
+    assert.equal((await sandbox.readFile(`${dir}/pages.bin`, { offset: data.length })).length, 0, "at the end: empty");
+    // 1 TiB, sparse: only a seek away from its last page.
+    await sh(sandbox, "truncate -s 1T sparse && printf needle | dd of=sparse bs=1 seek=1099511619584 conv=notrunc 2>/dev/null", { cwd: dir });
+    const tail = await sandbox.readFile(`${dir}/sparse`, { offset: 2 ** 40 - 8192, length: 4096, maxBytes: 4096 });
+    assert.equal(Buffer.from(tail.subarray(0, 6)).toString(), "needle");
+    assert.equal(tail.length, 4096);
+    await sandbox.remove(`${dir}/sparse`);
+  });
+
   test("writeFile takes strings as UTF-8, creates and truncates", async () => {
     const path = `${dir}/text.txt`;
     await sandbox.writeFile(path, "a longer first version ✓\n");

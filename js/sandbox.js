@@ -93,10 +93,15 @@ export function wrapSandbox(native) {
       return list.map(processInfo);
     },
 
-    /** Whole regular file as bytes; `not_found`, `is_directory`, `too_large` (default limit 100 MiB). */
+    /**
+     * A regular file as bytes, whole or `length` bytes from `offset`; `not_found`, `is_directory`,
+     * `too_large` (default limit 100 MiB).
+     */
     async readFile(path, options) {
-      const { maxBytes } = callOptions(options, "readFile");
-      const buf = await callWithSignal(options, "readFile", (cancel) => native.readFile(path, maxBytes, cancel));
+      const { maxBytes, offset, length } = callOptions(options, "readFile");
+      const buf = await callWithSignal(options, "readFile", (cancel) =>
+        native.readFile(path, maxBytes, offset, length, cancel),
+      );
       return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
     },
 

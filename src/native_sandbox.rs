@@ -15,7 +15,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::{byte_count, timeout_ms};
+use sandbox_core::args::{byte_count, byte_range, timeout_ms};
 use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
 use tokio::sync::{mpsc, oneshot};
@@ -184,19 +184,23 @@ impl NativeSandbox {
         Ok(NativeExec { cancel, result: Mutex::new(Some(result)) })
     }
 
-    /// Reads a whole regular file (binary). `maxBytes` defaults to 100 MiB.
+    /// Reads a regular file (binary), whole or from `offset`, at most
+    /// `length` bytes. `maxBytes` defaults to 100 MiB.
     #[napi(ts_return_type = "Promise<Buffer>")]
     pub fn read_file<'env>(
         &self,
         env: &'env Env,
         path: String,
         max_bytes: Option<f64>,
+        offset: Option<f64>,
+        length: Option<f64>,
         cancel: &NativeCancel,
     ) -> napi::Result<PromiseRaw<'env, Buffer>> {
         let (sandbox, call) = (self.inner.clone(), cancel.call());
         promise(env, async move {
             let max = byte_count("maxBytes", max_bytes, DEFAULT_MAX_READ_BYTES)?;
-            sandbox.read_file(&path, max, call).await.map(Buffer::from)
+            let range = byte_range(offset, length)?;
+            sandbox.read_file(&path, max, range, call).await.map(Buffer::from)
         })
     }
 

@@ -36,6 +36,26 @@ pub fn byte_count(name: &str, value: Option<f64>, default: u64) -> Result<u64> {
     }
 }
 
+/// Which bytes of a file to read: from `offset`, at most `length` of them
+/// (`None`: to the end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ByteRange {
+    /// First byte (0: the start).
+    pub offset: u64,
+    /// How many bytes at most; `None`: up to the end of the file.
+    pub length: Option<u64>,
+}
+
+/// `readFile`'s `offset` and `length`: absent, or whole numbers in
+/// [0, [`MAX_SAFE_INTEGER`]].
+pub fn byte_range(offset: Option<f64>, length: Option<f64>) -> Result<ByteRange> {
+    let length = match length {
+        None => None,
+        Some(v) => Some(byte_count("length", Some(v), 0)?),
+    };
+    Ok(ByteRange { offset: byte_count("offset", offset, 0)?, length })
+}
+
 /// An output sequence number to read after: absent, or a whole number in
 /// [0, [`MAX_SAFE_INTEGER`]].
 pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {

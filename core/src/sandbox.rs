@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::Limits;
+use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
@@ -160,9 +160,9 @@ impl Sandbox {
 
     /// See [`files::read_file`]; `invalid_request` for a `max_bytes` over
     /// the provider's [`Limits::max_read_bytes`], before anything is read.
-    pub async fn read_file(&self, path: &str, max_bytes: u64, call: Call) -> Result<Vec<u8>> {
+    pub async fn read_file(&self, path: &str, max_bytes: u64, range: ByteRange, call: Call) -> Result<Vec<u8>> {
         check_bytes("maxBytes", max_bytes, "maxReadBytes", self.limits.max_read_bytes)?;
-        files::read_file(&self.engine, &self.target, &self.call(call), &self.resolve(path), max_bytes).await
+        files::read_file(&self.engine, &self.target, &self.call(call), &self.resolve(path), max_bytes, range).await
     }
 
     /// See [`files::write_file`].

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{alive, target, LocalRuntime};
+use sandbox_core::args::ByteRange;
 use sandbox_core::exec::{Call, ExecEngine, ExecRequest};
 use sandbox_core::files;
 use sandbox_core::process::{self, Kill, SpawnRequest};
@@ -225,7 +226,10 @@ async fn fifos_and_sparse_files_cannot_hold_or_flood_a_read() {
     let engine = engine(&dir, SHELLS[0]);
     let fifo = dir.join("fifo");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let e = files::read_file(&engine, target(), &Call::default(), fifo.to_str().unwrap(), 1 << 20).await.unwrap_err();
+    let e =
+        files::read_file(&engine, target(), &Call::default(), fifo.to_str().unwrap(), 1 << 20, ByteRange::default())
+            .await
+            .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidRequest, "{e}");
     assert!(e.message.contains("not a regular file"), "{e}");
     // An 8 TiB sparse file read with a 4 TiB limit: refused from its
@@ -233,7 +237,10 @@ async fn fifos_and_sparse_files_cannot_hold_or_flood_a_read() {
     // to reserve the announced size and abort).
     let sparse = dir.join("sparse");
     std::fs::File::create(&sparse).unwrap().set_len(1 << 43).unwrap();
-    let e = files::read_file(&engine, target(), &Call::default(), sparse.to_str().unwrap(), 1 << 42).await.unwrap_err();
+    let e =
+        files::read_file(&engine, target(), &Call::default(), sparse.to_str().unwrap(), 1 << 42, ByteRange::default())
+            .await
+            .unwrap_err();
     assert_eq!(e.code, ErrorCode::TooLarge, "{e}");
     // An aborted call fails at once.
     let cancel = CancellationToken::new();

@@ -1,5 +1,5 @@
 //! File operations over exec: nothing in the image beyond `sh` and coreutils
-//! (`cat`, `head`, `stat`, `mkdir`, `mv`, `rm`, `chmod`, `readlink`).
+//! (`cat`, `head`, `tail`, `stat`, `mkdir`, `mv`, `rm`, `chmod`, `readlink`).
 //!
 //! Contents travel as raw stdout/stdin bytes (binary-exact, no encoding),
 //! streamed through the engine's bounded channel. Nothing the sandbox
@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 pub use parse::FileStat;
 
+use crate::args::ByteRange;
 use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::{no_nul, script_argv};
@@ -38,30 +39,39 @@ pub struct RemoveOptions {
     pub force: bool,
 }
 
-/// Reads a whole regular file. `not_found` if missing, `is_directory` for a
-/// directory, `invalid_request` for anything else that is not a regular
+/// Reads a regular file, whole or the bytes of `range` (empty at or past
+/// the end, shorter at the end). `not_found` if missing, `is_directory` for
+/// a directory, `invalid_request` for anything else that is not a regular
 /// file (a FIFO, socket or device could block or never end), `too_large`
-/// beyond `max_bytes` (checked before and during the transfer, which stops
-/// at once).
+/// when what would be returned exceeds `max_bytes` (checked before and
+/// during the transfer, which stops at once).
 pub async fn read_file(
     engine: &ExecEngine,
     target: &ExecTarget,
     call: &Call,
     path: &str,
     max_bytes: u64,
+    range: ByteRange,
 ) -> Result<Vec<u8>> {
     check_path(path)?;
     let too_large = |size: u64| {
+        let what = if range == ByteRange::default() { "" } else { "the range of " };
         Error::new(
             ErrorCode::TooLarge,
-            format!("{} is {size} bytes, over the readFile limit of {max_bytes} bytes", quoted(path)),
+            format!("{what}{} is {size} bytes, over the readFile limit of {max_bytes} bytes", quoted(path)),
         )
+    };
+    // What the range holds of a file of `size` bytes.
+    let in_range = |size: u64| {
+        let rest = size.saturating_sub(range.offset);
+        range.length.map_or(rest, |l| l.min(rest))
     };
     let mut header = HeaderLine::default();
     // Grown as bytes arrive: the size the script announces comes from the
     // sandbox (a sparse file can claim petabytes), so it sizes nothing.
     let mut data = Vec::new();
-    let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string()]);
+    let length = range.length.map(|l| l.to_string()).unwrap_or_default();
+    let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string(), range.offset.to_string(), length]);
     let (ended, stderr) = engine
         .run_script(target, call, argv, None, |chunk| {
             let Some(rest) = header.feed(chunk) else { return Ok(()) };
@@ -73,7 +83,9 @@ pub async fn read_file(
         })
         .await?;
     match exit_code(ended)? {
-        scripts::TOO_LARGE => Err(too_large(header.line().and_then(parse_size).unwrap_or(max_bytes + 1))),
+        scripts::TOO_LARGE => {
+            Err(too_large(header.line().and_then(parse_size).map_or(max_bytes.saturating_add(1), in_range)))
+        }
         scripts::NOT_REGULAR => Err(Error::invalid_request(format!(
             "readFile {}: not a regular file (a FIFO, socket or device); readFile reads regular files only",
             quoted(path)

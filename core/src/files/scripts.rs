@@ -16,19 +16,27 @@ pub const SHORT_WRITE: i32 = 95;
 /// The path is not a regular file (FIFO, socket, device).
 pub const NOT_REGULAR: i32 = 96;
 
-/// `$1` path, `$2` byte limit. Prints the size on its own line, then the
-/// bytes. Directories and other files that are not regular (a FIFO would
-/// block, a device never end) are refused before anything is read; a file
-/// that grows past the limit while it is read is stopped by the engine.
-pub const READ: &str = r#"p=$1;case $p in -*) p=./$p;;esac
+/// `$1` path, `$2` byte limit, `$3` offset, `$4` length (empty: to the
+/// end). Prints the file's size on its own line, then the bytes of the range
+/// (none when it starts at or past the end). Directories and other files
+/// that are not regular (a FIFO would block, a device never end) are refused
+/// before anything is read; a range over the limit is refused before it is
+/// read; a file that grows past the limit while it is read is stopped by the
+/// engine. `tail -c +N` seeks in a regular file (GNU tail), so a range deep
+/// into a large or sparse file costs no read of what comes before it.
+pub const READ: &str = r#"p=$1;o=$3;case $p in -*) p=./$p;;esac
 [ -d "$p" ]&&exit 92
 [ -e "$p" ]||exit 91
 [ -f "$p" ]||exit 96
 s=$(stat -L -c %s -- "$p" 2>/dev/null||wc -c <"$p")||exit 1
 echo "$s"
 case $s in ''|*[!0-9]*) exit 1;;esac
-[ "$s" -gt "$2" ]&&exit 94
-exec cat -- "$p""#;
+[ "$o" -ge "$s" ]&&exit 0
+r=$((s-o));[ -n "$4" ]&&[ "$4" -lt "$r" ]&&r=$4
+[ "$r" -gt "$2" ]&&exit 94
+[ "$o" -eq 0 ]&&[ -z "$4" ]&&exec cat -- "$p"
+exec <"$p"||exit 1
+tail -c +$((o+1))|head -c "$r""#;
 
 /// `$1` path, `$2` byte count on stdin. Writes a temp file next to the target
 /// (same filesystem; its name does not grow with the target's, so a
