@@ -113,8 +113,11 @@ export declare class NativeSandbox {
    * (2) chunks in arrival order; it must not throw.
    */
   startExec(command: string, options: NativeExecOptions, onChunk?: ((stream: number, chunk: Buffer) => void) | null | undefined): NativeExec
-  /** Reads a whole regular file (binary). `maxBytes` defaults to 100 MiB. */
-  readFile(path: string, maxBytes: number | undefined | null, cancel: NativeCancel): Promise<Buffer>
+  /**
+   * Reads a regular file (binary), whole or from `offset`, at most
+   * `length` bytes. `maxBytes` defaults to 100 MiB.
+   */
+  readFile(path: string, maxBytes: number | undefined | null, offset: number | undefined | null, length: number | undefined | null, cancel: NativeCancel): Promise<Buffer>
   /** Creates or truncates a file with exactly these bytes, atomically. */
   writeFile(path: string, content: Buffer, cancel: NativeCancel): Promise<void>
   /** `mkdir -p`. */
