@@ -32,6 +32,9 @@ pub enum EventKind {
     Resumed,
     /// The sandbox and everything it owned are gone.
     Deleted,
+    /// Something the caller should fix, though the call goes on; `message`
+    /// says what (e.g. a warm pool whose template has no seccomp profile).
+    Warning,
 }
 
 /// One progress event, serialized as `{ type, id, actorId, elapsedMs, ... }`.
@@ -53,7 +56,7 @@ pub struct Event {
     /// Node of the pod (`scheduled`, `ready`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// Detail (`waiting`).
+    /// Detail (`waiting`, `warning`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
