@@ -190,7 +190,10 @@ export interface ClaimOptions {
   shutdownAfterSeconds?: number;
 }
 
-/** The pod of a directly created Sandbox. The entrypoint is replaced by a keep-alive process; the service account token is never mounted. */
+/**
+ * The pod of a directly created Sandbox. The entrypoint is replaced by a keep-alive process; the
+ * service account token is never mounted; the pod meets the Pod Security Standard of `securityProfile`.
+ */
 export interface SandboxOptions {
   /** Container image (needs `/bin/sh`, GNU coreutils). */
   image: string;
@@ -208,6 +211,14 @@ export interface SandboxOptions {
   labels?: Record<string, string>;
   /** Annotations of the Sandbox and its pod. */
   annotations?: Record<string, string>;
+  /**
+   * `"restricted"` (default): runs as uid/gid 1000 (`runAsNonRoot`, `fsGroup` 1000 so the volume at
+   * `cwd` is writable), every capability dropped. `"baseline"`: runs as the image's user (root for
+   * most images, e.g. to install packages) with the runtime's default capabilities; needs a namespace
+   * whose Pod Security enforces no more than baseline. Both: seccomp `RuntimeDefault`, no privilege
+   * escalation, no service links, no API token.
+   */
+  securityProfile?: "restricted" | "baseline";
   /** Merged over the generated pod template as a JSON merge patch (objects merge, arrays replace). */
   podTemplate?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: Record<string, unknown> };
 }
@@ -217,10 +228,11 @@ export interface SandboxEvent {
   /**
    * `claimed` (claim created), `adopted` (bound to a warm sandbox),
    * `cold_start` (a new pod is being started), `waiting` (`message` says for
-   * what), `scheduled` (`node`), `ready`, `suspended`, `resumed`, `deleted`;
-   * `warning` (`message` says what to fix: credentials sent over plain
-   * `http://` or without TLS verification), once per provider, first in its
-   * first call that names a sandbox.
+   * what), `scheduled` (`node`), `ready`, `suspended`, `resumed`, `deleted`,
+   * `warning` (`message` says what to fix, the call goes on: credentials sent over
+   * plain `http://` or without TLS verification, first in the provider's first call
+   * that names a sandbox; a warm pool whose template has no seccomp profile or
+   * RuntimeClass; each once per provider).
    */
   type: "claimed" | "adopted" | "cold_start" | "waiting" | "scheduled" | "ready" | "suspended" | "resumed" | "deleted" | "warning";
   /** Sandbox id. */

@@ -21,7 +21,7 @@ export const skip = process.env.SANDBOX_TEST_ADMIN_KUBECONFIG
   ? undefined
   : "no local cluster: run `bash dev/cluster/cluster.sh up` (writes .cluster/env)";
 
-export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "sandbox-test";
+export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "agents";
 
 /** Runs kubectl as the cluster admin in the test namespace. */
 export function kubectl(...args) {

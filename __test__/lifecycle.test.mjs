@@ -90,7 +90,12 @@ describe("lifecycle on the local cluster", { skip }, () => {
       await fullCycle(p, events, ctx, id, sandboxName);
       assert.equal(claim(), null, "the claim is gone");
       const types = events.map((e) => e.type);
-      assert.equal(types[0], "claimed");
+      // The pool's template (examples/manifests/) leaves out only the
+      // RuntimeClass (this cluster has none): create warns about that, once.
+      const warnings = events.filter((e) => e.type === "warning").map((e) => e.message);
+      assert.equal(warnings.length, 1, warnings.join("\n"));
+      assert.match(warnings[0], /^SandboxTemplate "workspace" \(warm pool "pool-workspace" in namespace "[^"]+"\) names no `runtimeClassName`/);
+      assert.deepEqual(types.slice(0, 2), ["warning", "claimed"]);
       assert.ok(types.includes("adopted") || types.includes("cold_start"), types.join());
     } finally {
       await p.destroy(ctx, id);
@@ -240,7 +245,8 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("a pod that cannot be scheduled times out with a message saying so", async () => {
-    const { p } = provider({ sandbox: { image: IMAGE, resources: { cpu: "100000" } }, suspend: "none", readyTimeoutMs: 5000 });
+    const nowhere = { spec: { nodeSelector: { "agent-sandbox-test/no-such-node": "true" } } };
+    const { p } = provider({ sandbox: { image: IMAGE, podTemplate: nowhere }, suspend: "none", readyTimeoutMs: 5000 });
     await withSandbox(p, "unschedulable", async (ctx, id) => {
       await assert.rejects(p.connect(ctx, id), (err) => {
         assert.equal(err.code, "timeout", err.message);

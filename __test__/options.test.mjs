@@ -257,6 +257,9 @@ test("direct-mode sandbox options are validated", () => {
   configError(direct({ image: "i", runtimeClassName: "Bad_Name" }), "`sandbox.runtimeClassName`");
   configError(direct({ image: "i", podTemplate: { spec: { containers: "x" } } }), "`sandbox.podTemplate.spec`");
   configError(direct({ image: "i", podTemplate: { extra: 1 } }), "`sandbox.podTemplate.extra`");
+  configError(direct({ image: "i", securityProfile: "privileged" }), "`sandbox.securityProfile`", '"restricted" or "baseline"');
+  configError(direct({ image: "i", securityProfile: true }), "`sandbox.securityProfile`");
+  for (const profile of ["restricted", "baseline"]) agentSandboxProvider(direct({ image: "i", securityProfile: profile }));
 });
 
 test('suspend "pod" without a volume at cwd is refused with the fix', () => {

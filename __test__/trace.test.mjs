@@ -1,5 +1,5 @@
 // AGENT_SANDBOX_LOG=debug: a child process's stderr traces the lifecycle
-// calls, their progress events and each exec's start and end, and carries
+// calls, their progress and warning events and each exec's start and end, and carries
 // none of the secrets it handled (the token, an env value, the command text).
 
 import assert from "node:assert/strict";
@@ -39,6 +39,8 @@ describe("AGENT_SANDBOX_LOG=debug", { skip, timeout: 180_000 }, () => {
     const has = (re) => assert.ok(lines.some((l) => re.test(l)), `no line matching ${re}:\n${r.stderr}`);
     has(/ create trace-\d+: start$/);
     has(/ create trace-\d+: made \S+ after \d+ ms$/);
+    // The pool's template has no RuntimeClass (this cluster has none): the warning event, traced.
+    has(/ Warning after \d+ ms: SandboxTemplate "ephemeral" .* names no `runtimeClassName`/);
     has(/ connect \S+: ready in \S+\/\S+ \(fresh\) after \d+ ms$/);
     has(/ Ready after \d+ ms, sandbox \S+/);
     has(/ exec \S+ in \S+: start \(\d+ command bytes, 0 stdin bytes, env \["API_KEY"\], cwd "[^"]*"\)$/);

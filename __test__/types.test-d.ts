@@ -30,7 +30,7 @@ const warm: SandboxProviderWithCwd = agentSandboxProvider({
   onEvent: (e: SandboxEvent) => void e.elapsedMs,
 });
 const direct: SandboxProvider = agentSandboxProvider({
-  sandbox: { image: "busybox", resources: { cpu: "500m", memory: "1Gi" }, volume: { size: "10Gi" } },
+  sandbox: { image: "busybox", resources: { cpu: "500m", memory: "1Gi" }, volume: { size: "10Gi" }, securityProfile: "baseline" },
   kubeConfig: { server: "https://k8s:6443", tokenFile: "/var/run/token" },
   suspend: "pod",
 });
@@ -60,6 +60,8 @@ agentSandboxProvider({ sandbox: { image: "i" }, claim: {} });
 agentSandboxProvider({ warmPool: "p", suspend: "pause" });
 // @ts-expect-error direct mode needs an image
 agentSandboxProvider({ sandbox: {} });
+// @ts-expect-error securityProfile is "restricted" or "baseline"
+agentSandboxProvider({ sandbox: { image: "i", securityProfile: "privileged" }, suspend: "none" });
 
 // A SandboxProcess is the sandbox-adapter's RemoteProcess (remote-process.ts,
 // interface doc §2.1), so its `runRemoteProcess` can drive it.

@@ -26,7 +26,7 @@ export function admin() {
   kc.loadFromFile(process.env.SANDBOX_TEST_ADMIN_KUBECONFIG);
   const co = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
-  const ns = process.env.SANDBOX_TEST_NAMESPACE || "sandbox-test";
+  const ns = process.env.SANDBOX_TEST_NAMESPACE || "agents";
   const get = (api, plural, name) =>
     co.getNamespacedCustomObject({ ...api, namespace: ns, plural, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e)));
   return {

@@ -28,7 +28,9 @@ PKI=$STATE/pki
 RUN=$STATE/run
 ADMIN=$STATE/admin.kubeconfig
 CLIENT=$STATE/client.kubeconfig
-NS=sandbox-test
+# The sandbox namespace of examples/manifests/namespace.yaml, which the
+# cluster applies as it is.
+NS=agents
 NODE=kwok-node-0
 # Start order; `down` stops in reverse.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok nodeexec agent-sandbox-controller)
@@ -228,7 +230,7 @@ start_apiserver() {
 start_controllers() {
 	start kube-controller-manager "$K8S_BIN/kube-controller-manager" --kubeconfig="$ADMIN" \
 		--leader-elect=false --use-service-account-credentials=false --bind-address=127.0.0.1 --secure-port=0 \
-		--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller \
+		--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,resourcequota-controller \
 		--root-ca-file="$PKI/ca.crt"
 	start kube-scheduler "$K8S_BIN/kube-scheduler" --kubeconfig="$ADMIN" --leader-elect=false \
 		--bind-address=127.0.0.1 --secure-port=0
@@ -257,10 +259,16 @@ start_node() {
 	wait_for nodeexec 30 curl -skf https://127.0.0.1:10250/healthz
 }
 
-start_agent_sandbox() {
+# The agent-sandbox CRDs, before the controller-manager starts: its quota
+# controller discovers resources when it starts and then only every 30 s, and
+# the ResourceQuota counts Sandboxes and claims (it refuses them until then).
+install_crds() {
 	local sbxdir; sbxdir=$(modcache sigs.k8s.io/agent-sandbox)
 	KUBECTL apply --server-side -f "$sbxdir/k8s/crds/" >/dev/null
 	KUBECTL wait --for=condition=Established crd --all --timeout=60s >/dev/null
+}
+
+start_agent_sandbox() {
 	start agent-sandbox-controller "$EXT_BIN/agent-sandbox-controller" --kubeconfig="$ADMIN" \
 		--leader-elect=false --extensions=true \
 		--metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081
@@ -268,15 +276,50 @@ start_agent_sandbox() {
 }
 
 setup_objects() {
+	local examples=$HERE/../../examples/manifests
 	KUBECTL apply -f "$HERE/manifests/setup.yaml" >/dev/null
+	# The same files users apply, the way its README says (the namespace
+	# first, then every YAML file of examples/manifests/), so they cannot rot.
+	KUBECTL apply -f "$examples/namespace.yaml" >/dev/null
 	wait_for kube-controller-manager 30 KUBECTL -n "$NS" get serviceaccount default
-	# The same files users apply (every YAML file of examples/manifests/), so they cannot rot.
-	KUBECTL -n "$NS" apply -f "$HERE/../../examples/manifests/" >/dev/null
+	# The quota refuses what it has not counted yet ("status unknown for
+	# quota"): before the warm pools' controller meets it, let the
+	# controller-manager count it (see install_crds).
+	KUBECTL -n "$NS" apply -f "$examples/resource-quota.yaml" >/dev/null
+	wait_for kube-controller-manager 60 quota_counted
+	KUBECTL -n "$NS" apply -f "$examples/" >/dev/null
+	# The API server enforces a new admission policy once its informers have
+	# it: wait for that, so no test object gets in before.
+	wait_for kube-apiserver 30 admission_active
 	client_kubeconfig
 	local p
 	for p in pool-workspace pool-ephemeral; do
 		wait_for agent-sandbox-controller 120 pool_ready "$p"
 	done
+}
+
+# admission_active: the API server refuses a privileged Sandbox in $NS with
+# the shipped admission policy (a server-side dry run: nothing is created).
+admission_active() {
+	local out
+	out=$(KUBECTL -n "$NS" create --dry-run=server -o name -f - 2>&1 <<-EOF
+		apiVersion: agents.x-k8s.io/v1beta1
+		kind: Sandbox
+		metadata: {name: admission-probe}
+		spec:
+		  podTemplate:
+		    spec:
+		      automountServiceAccountToken: false
+		      containers: [{name: c, image: x, securityContext: {privileged: true}}]
+	EOF
+	)
+	[[ $out == *"ValidatingAdmissionPolicy 'agent-sandboxes'"* ]]
+}
+
+# quota_counted: the ResourceQuota of $NS has a usage for everything it limits.
+quota_counted() {
+	KUBECTL -n "$NS" get resourcequota -o json |
+		python3 -c 'import json,sys; q=json.load(sys.stdin)["items"]; s=[i.get("status",{}) for i in q]; sys.exit(not q or any(set(x.get("hard",{}))-set(x.get("used",{})) for x in s))'
 }
 
 pool_ready() {
@@ -308,6 +351,7 @@ up() {
 	command -v go >/dev/null || die "Go is required (go1.26+)"
 	command -v openssl >/dev/null || die "openssl is required"
 	command -v nsenter >/dev/null || die "nsenter (util-linux) is required"
+	command -v setpriv >/dev/null || die "setpriv (util-linux) is required"
 	[[ $(id -u) == 0 ]] || die "nodeexec needs root (mount and PID namespaces)"
 	build
 	if healthy; then
@@ -321,6 +365,7 @@ up() {
 	pki
 	start_etcd
 	start_apiserver
+	install_crds
 	start_controllers
 	start_node
 	start_agent_sandbox

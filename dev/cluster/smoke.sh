@@ -68,6 +68,17 @@ check "GNU stat, timeout, find and grep are there" xc sh -c 'stat -c "%F|%s" / &
 check "exit code 3 comes back as 3" exit_code_is
 check "cat over stdin terminates at EOF" stdin_eof
 check "write files in /workspace and /tmp" xc sh -c 'echo kept > /workspace/f && echo lost > /tmp/f'
+# The template's securityContext, as a kubelet applies it: uid/gid 1000 with
+# fsGroup 1000, no_new_privs, every capability dropped; /tmp and /dev/shm
+# writable for everyone as in real images; /workspace given to the fsGroup.
+own_user() {
+	local s; s=$(xc cat /proc/self/status) || return 1
+	[[ $(xc id -u):$(xc id -g) == 1000:1000 ]] && grep -Eqx 'Groups:\s*1000\s*' <<<"$s" &&
+		grep -Eqx 'NoNewPrivs:\s*1' <<<"$s" && grep -Eqx 'CapBnd:\s*0+' <<<"$s" && grep -Eqx 'CapEff:\s*0+' <<<"$s"
+}
+check "execs run as the pod's user and fsGroup, with no_new_privs and no capabilities" own_user
+check "/tmp, /var/tmp and /dev/shm are sticky and world-writable; /workspace is the fsGroup's" \
+	test "$(xc stat -c '%a %g' /tmp /var/tmp /dev/shm /workspace | tr '\n' ' ')" = "1777 0 1777 0 1777 0 2777 1000 "
 MARK="sleep 7$$"
 check "a detached process keeps running in the pod" sh -c "$(printf '%q ' "${K[@]}") exec $SBX -c sandbox -- sh -c 'setsid $MARK </dev/null >/dev/null 2>&1 &' && sleep 0.5 && pgrep -fx '$MARK'"
 # Like a container runtime, the node reaps what it starts and closes an exec's

@@ -16,7 +16,7 @@ use crate::args::Limits;
 use crate::error::{Error, Result};
 use fields::{kind, Fields};
 pub use kubeconfig::{KubeConfigSource, ServerConfig, TokenSource};
-pub use modes::{DirectMode, Mode, VolumeOptions, WarmPoolMode, VOLUME_NAME};
+pub use modes::{DirectMode, Mode, SecurityProfile, VolumeOptions, WarmPoolMode, VOLUME_NAME};
 
 /// Default provider name: persisted by Rivet next to the sandbox id, so it
 /// must stay stable.

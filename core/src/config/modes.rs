@@ -60,9 +60,25 @@ pub struct DirectMode {
     pub labels: BTreeMap<String, String>,
     /// Annotations on the Sandbox object and its pod.
     pub annotations: BTreeMap<String, String>,
+    /// The pod's and container's security settings.
+    pub security_profile: SecurityProfile,
     /// `{ metadata?, spec? }` merged over the generated pod template
     /// (RFC 7386 JSON merge patch: objects merge, arrays replace).
     pub pod_template: Option<Value>,
+}
+
+/// `sandbox.securityProfile`: which Pod Security Standard the direct-mode
+/// pod meets. Both keep the API token unmounted, service links off,
+/// privilege escalation off and seccomp at the runtime's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProfile {
+    /// "restricted" (the default): non-root (uid/gid 1000, `fsGroup` 1000 so
+    /// the volume at cwd stays writable), every capability dropped.
+    Restricted,
+    /// "baseline": runs as the image's user (root for most images, so the
+    /// agent can install packages) with the runtime's default capabilities;
+    /// pair it with a RuntimeClass (gVisor, Kata).
+    Baseline,
 }
 
 /// `sandbox.volume`.
@@ -103,6 +119,7 @@ impl std::fmt::Debug for DirectMode {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("labels", &self.labels)
             .field("annotations", &self.annotations)
+            .field("security_profile", &self.security_profile)
             .field("pod_template", &self.pod_template.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -179,6 +196,13 @@ pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
     let env = s.string_map("env", validate::env_name, any)?;
     let labels = s.string_map("labels", validate::qualified_key, validate::label_value)?;
     let annotations = s.string_map("annotations", validate::qualified_key, any)?;
+    let security_profile = match s.string("securityProfile")?.as_deref() {
+        None | Some("restricted") => SecurityProfile::Restricted,
+        Some("baseline") => SecurityProfile::Baseline,
+        Some(other) => {
+            return Err(s.error("securityProfile", format!("must be \"restricted\" or \"baseline\", got {other:?}")))
+        }
+    };
     let pod_template = s.raw("podTemplate").cloned();
     if let Some(t) = &pod_template {
         let mut f = Fields::new(&s.name("podTemplate"), t)?;
@@ -199,6 +223,7 @@ pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
         env,
         labels,
         annotations,
+        security_profile,
         pod_template,
     })
 }

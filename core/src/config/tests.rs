@@ -39,8 +39,24 @@ fn direct_mode_full() {
     let Mode::Direct(d) = c.mode else { panic!("mode") };
     assert_eq!(d.volume.unwrap().path, "/work");
     assert_eq!(d.resources["ephemeral-storage"], "2");
+    assert_eq!(d.security_profile, SecurityProfile::Restricted, "the default");
     assert_eq!(c.ttl, Some(Duration::from_secs(600)));
     assert!(c.commands_in_audit_log);
+}
+
+#[test]
+fn security_profile() {
+    let profile = |p: &str| {
+        let c = parse(&json!({ "suspend": "none", "sandbox": { "image": "i", "securityProfile": p } })).unwrap();
+        let Mode::Direct(d) = c.mode else { panic!("mode") };
+        d.security_profile
+    };
+    assert_eq!(profile("restricted"), SecurityProfile::Restricted);
+    assert_eq!(profile("baseline"), SecurityProfile::Baseline);
+    let m = err(json!({ "suspend": "none", "sandbox": { "image": "i", "securityProfile": "privileged" } }));
+    assert!(m.contains("option `sandbox.securityProfile`") && m.contains("\"privileged\""), "{m}");
+    assert!(err(json!({ "suspend": "none", "sandbox": { "image": "i", "securityProfile": 1 } }))
+        .contains("sandbox.securityProfile"));
 }
 
 #[test]

@@ -29,7 +29,9 @@ impl Lifecycle {
                 container: self.config.container.as_deref(),
                 suspend: self.config.suspend,
             };
-            self.pool_check.ensure(&self.client, &id.namespace, &checked).await?;
+            for warning in self.pool_check.ensure(&self.client, &id.namespace, &checked).await? {
+                ev.emit(EventKind::Warning, None, None, Some(&warning));
+            }
         }
         let shutdown_time = self.ttl.as_ref().map(Ttl::shutdown_time);
         let manifest = match &self.config.mode {

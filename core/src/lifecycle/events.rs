@@ -33,10 +33,11 @@ pub enum EventKind {
     Resumed,
     /// The sandbox and everything it owned are gone.
     Deleted,
-    /// Something about the provider's setup the caller should fix (`message`
-    /// says what): credentials sent over plain `http://` or to a server whose
-    /// certificate is not checked. Once per provider, at the start of its first
-    /// call with a sandbox id.
+    /// Something the caller should fix, though the call goes on; `message`
+    /// says what: credentials sent over plain `http://` or to a server whose
+    /// certificate is not checked (at the start of the provider's first call
+    /// with a sandbox id), a warm pool whose template has no seccomp profile.
+    /// Each once per provider.
     Warning,
 }
 

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::names;
 use super::resources::{Kind, EXTENSIONS_GROUP, SANDBOX_GROUP, VERSION};
-use crate::config::{DirectMode, ProviderConfig, WarmPoolMode, VOLUME_NAME};
+use crate::config::{DirectMode, ProviderConfig, SecurityProfile, WarmPoolMode, VOLUME_NAME};
 
 /// Keeps PID 1 alive without doing anything and exits at once on SIGTERM, so
 /// suspend (which deletes the pod) does not wait out the grace period.
@@ -15,6 +15,38 @@ pub const KEEPALIVE: [&str; 3] = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :;
 
 /// Name of the container in direct mode.
 pub const CONTAINER_NAME: &str = "sandbox";
+
+/// The uid, gid and `fsGroup` of a `"restricted"` pod. Not root, so
+/// `runAsNonRoot` holds whatever user the image names; 1000 is the first
+/// regular user of Debian/Ubuntu-style images (`ubuntu`, `node`), so where
+/// the image has one its home directory and files fit. `fsGroup` makes the
+/// kubelet give the volume at cwd to this group, so it stays writable.
+pub const RESTRICTED_ID: i64 = 1000;
+
+/// The pod- and container-level `securityContext` of `profile`: what the
+/// Pod Security Standard of that name requires, plus the seccomp default
+/// and no privilege escalation for `"baseline"` as well.
+fn security_contexts(profile: SecurityProfile) -> (Value, Value) {
+    let seccomp = json!({ "type": "RuntimeDefault" });
+    match profile {
+        SecurityProfile::Restricted => (
+            json!({
+                "runAsNonRoot": true,
+                "runAsUser": RESTRICTED_ID,
+                "runAsGroup": RESTRICTED_ID,
+                "fsGroup": RESTRICTED_ID,
+                // Re-own the volume only when its top directory is not the
+                // group's yet: a large workspace is not walked on every resume.
+                "fsGroupChangePolicy": "OnRootMismatch",
+                "seccompProfile": seccomp,
+            }),
+            json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } }),
+        ),
+        SecurityProfile::Baseline => {
+            (json!({ "seccompProfile": seccomp }), json!({ "allowPrivilegeEscalation": false }))
+        }
+    }
+}
 
 /// Shared metadata: user labels/annotations first, ours win.
 fn metadata(
@@ -81,11 +113,13 @@ pub fn sandbox(
     actor_id: &str,
     shutdown_time: Option<&str>,
 ) -> Value {
+    let (pod_security, container_security) = security_contexts(d.security_profile);
     let mut container = json!({
         "name": CONTAINER_NAME,
         "image": d.image,
         "command": KEEPALIVE,
         "workingDir": config.cwd,
+        "securityContext": container_security,
     });
     if !d.env.is_empty() {
         container["env"] = d.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect();
@@ -94,8 +128,11 @@ pub fn sandbox(
         container["resources"] = json!({ "requests": d.resources, "limits": d.resources });
     }
     let mut pod_spec = json!({
-        // The agent's commands run here: never hand them the pod's API token.
+        // The agent's commands run here: never hand them the pod's API token,
+        // nor a list of the namespace's Services in their environment.
         "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": pod_security,
         "containers": [container],
     });
     if let Some(sa) = &d.service_account_name {
@@ -177,6 +214,10 @@ mod tests {
         config::parse(&v).unwrap()
     }
 
+    fn sandbox_pod(c: &ProviderConfig, d: &DirectMode) -> Value {
+        sandbox(c, d, "sbx-1", "ns", "actor", None)["spec"]["podTemplate"]["spec"].clone()
+    }
+
     #[test]
     fn direct_sandbox_manifest() {
         let c = config(json!({
@@ -198,6 +239,42 @@ mod tests {
         assert_eq!(m["spec"]["shutdownPolicy"], json!("Delete"));
         assert_eq!(m["metadata"]["labels"]["team"], json!("t"));
         assert_eq!(m["metadata"]["annotations"][names::ACTOR_ANNOTATION], json!("actor"));
+    }
+
+    /// The default pod meets the Pod Security Standard "restricted" (the
+    /// fields it checks), and "baseline" keeps the image's user.
+    #[test]
+    fn security_profiles() {
+        let direct = |extra: Value| {
+            let mut sandbox = json!({ "image": "img" });
+            sandbox.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let c = config(json!({ "suspend": "none", "sandbox": sandbox }));
+            let Mode::Direct(d) = &c.mode else { panic!() };
+            sandbox_pod(&c, d)
+        };
+        let pod = direct(json!({}));
+        let ctx = &pod["securityContext"];
+        assert_eq!(ctx["runAsNonRoot"], json!(true));
+        assert_eq!(
+            (&ctx["runAsUser"], &ctx["runAsGroup"], &ctx["fsGroup"]),
+            (&json!(1000), &json!(1000), &json!(1000))
+        );
+        assert_eq!(ctx["seccompProfile"]["type"], json!("RuntimeDefault"));
+        let c = &pod["containers"][0]["securityContext"];
+        assert_eq!(c["allowPrivilegeEscalation"], json!(false));
+        assert_eq!(c["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(pod["enableServiceLinks"], json!(false));
+        assert_eq!(pod["automountServiceAccountToken"], json!(false));
+
+        let pod = direct(json!({ "securityProfile": "baseline" }));
+        assert_eq!(pod["securityContext"], json!({ "seccompProfile": { "type": "RuntimeDefault" } }));
+        assert_eq!(pod["containers"][0]["securityContext"], json!({ "allowPrivilegeEscalation": false }));
+        assert_eq!(pod["automountServiceAccountToken"], json!(false));
+
+        // podTemplate is merged last: an image with another non-root user sets it.
+        let pod = direct(json!({ "podTemplate": { "spec": { "securityContext": { "runAsUser": 65532 } } } }));
+        assert_eq!(pod["securityContext"]["runAsUser"], json!(65532));
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
     }
 
     #[test]

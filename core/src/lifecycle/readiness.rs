@@ -20,6 +20,11 @@ const CLAIM_FAILED: [&str; 6] = [
     "VolumeClaimTemplatesError",
     "ClaimExpired",
 ];
+/// What a Sandbox's `ReconcilerError` says when admission refused its pod
+/// (Pod Security, a ValidatingAdmissionPolicy, a webhook): the same pod would
+/// be refused again, so waiting cannot help. Other errors, "exceeded quota"
+/// among them, can clear (another sandbox goes) and are waited out.
+const ADMISSION_REFUSED: [&str; 3] = ["violates PodSecurity", "ValidatingAdmissionPolicy", "denied the request"];
 /// Container waiting reasons that mean the pod will not start.
 const CONTAINER_FAILED: [&str; 6] = [
     "ErrImagePull",
@@ -85,12 +90,21 @@ pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readines
         return Readiness::Waiting("sandbox is suspended".into());
     }
     let live_pod = pod.filter(|p| p.metadata.deletion_timestamp.is_none());
+    let reconciler_error = ready.filter(|c| !c.is_true() && c.reason == "ReconcilerError");
+    if let Some(c) =
+        reconciler_error.filter(|c| pod.is_none() && ADMISSION_REFUSED.iter().any(|m| c.message.contains(m)))
+    {
+        return Readiness::Failed(format!("its pod was refused: {}", c.describe()));
+    }
     match (ready, live_pod) {
         // The pod itself must run too: the Sandbox's condition can still be
         // the previous pod's for a moment after that pod was replaced (seen
         // after a pod deleted by hand: Ready, with a pod not yet scheduled).
         (Some(c), Some(p)) if c.is_true() && pod_running(p) => Readiness::Ready,
-        (_, None) => Readiness::Waiting("waiting for the pod to be created".into()),
+        (_, None) => Readiness::Waiting(match reconciler_error {
+            Some(c) => format!("waiting for the pod to be created ({})", c.describe()),
+            None => "waiting for the pod to be created".into(),
+        }),
         (_, Some(p)) => Readiness::Waiting(pod_progress(p).unwrap_or_else(|| match ready {
             Some(c) => c.describe(),
             None => "waiting for the controller to report readiness".into(),

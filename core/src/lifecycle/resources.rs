@@ -2,6 +2,8 @@
 //! only the fields the lifecycle reads. Objects are created from JSON
 //! manifests (see [`super::manifest`]) so unknown fields never get dropped.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec};
 use kube::core::{ApiResource, GroupVersionKind, Object};
 use kube::{Api, Client};
@@ -201,12 +203,15 @@ pub struct NameRef {
 /// A SandboxWarmPool.
 pub type WarmPoolObject = Object<WarmPoolSpec, serde_json::Value>;
 
-/// SandboxTemplate spec fields we read (pod and volumes).
+/// SandboxTemplate spec fields we read (pod, volumes, network policy).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateSpec {
     /// The pod template.
     pub pod_template: PodTemplateView,
+    /// `Managed` (the default: the controller makes a NetworkPolicy for the
+    /// template's pods) or `Unmanaged` (left to the namespace).
+    pub network_policy_management: Option<String>,
     /// PVCs created per sandbox; each injects a pod volume of the same name.
     #[serde(default)]
     pub volume_claim_templates: Vec<VolumeClaimTemplate>,
@@ -215,8 +220,19 @@ pub struct TemplateSpec {
 /// `podTemplate` of a blueprint.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PodTemplateView {
+    /// The pod's labels (and annotations, unread).
+    #[serde(default)]
+    pub metadata: PodMetadataView,
     /// The pod spec.
     pub spec: PodSpec,
+}
+
+/// `podTemplate.metadata` of a blueprint.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodMetadataView {
+    /// Labels the pod gets.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A `volumeClaimTemplates` entry.

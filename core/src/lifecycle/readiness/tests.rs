@@ -57,6 +57,25 @@ fn terminal_reasons_fail() {
 }
 
 #[test]
+fn a_pod_refused_by_admission_fails_other_controller_errors_wait() {
+    let error = |message: &str| {
+        let c = json!({ "type": "Ready", "status": "False", "reason": "ReconcilerError", "message": message,
+            "observedGeneration": 1 });
+        sandbox(1, "Running", json!([c]))
+    };
+    let pss =
+        error(r#"Error seen: pods "s" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true"#);
+    assert!(
+        matches!(sandbox_readiness(&pss, None), Readiness::Failed(m) if m.contains("refused") && m.contains("runAsNonRoot"))
+    );
+    let vap =
+        error(r#"Error seen: pods "s" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x"#);
+    assert!(matches!(sandbox_readiness(&vap, None), Readiness::Failed(_)));
+    let quota = error(r#"Error seen: pods "s" is forbidden: exceeded quota: q, requested: pods=1"#);
+    assert!(matches!(sandbox_readiness(&quota, None), Readiness::Waiting(m) if m.contains("exceeded quota")));
+}
+
+#[test]
 fn unschedulable_is_reported_while_waiting() {
     let sb = sandbox(1, "Running", json!([ready("False", "DependenciesNotReady", 1)]));
     let p = pod(json!({ "phase": "Pending", "conditions": [{

@@ -108,11 +108,11 @@ func (e *podExecutor) ExecInContainer(ctx context.Context, name, uid, container 
 	if len(cmd) == 0 {
 		return errors.New("no command given")
 	}
-	p, env, workDir, err := e.pods.enter(e.namespace, name, uid, container)
+	p, spec, err := e.pods.enter(e.namespace, name, uid, container)
 	if err != nil {
 		return err
 	}
-	c := podCommand(p.initPID, workDir, env, cmd)
+	c := podCommand(p.initPID, spec, cmd)
 	start := func(c *exec.Cmd) error { return startInPod(c, p.initPID) }
 	err = attach(ctx, c, start, in, writer(out), writer(errOut))
 	if err == nil {
@@ -150,17 +150,18 @@ func writer(w io.WriteCloser) io.Writer {
 }
 
 // podCommand is cmd run by nsenter in the pod init's mount, UTS and IPC
-// namespaces and root. Not its PID namespace: see startInPod.
-func podCommand(initPID int, workDir string, env, cmd []string) *exec.Cmd {
+// namespaces and root (not its PID namespace: see startInPod), then by
+// setpriv as the container's user, groups and capabilities (security.go).
+func podCommand(initPID int, spec execSpec, cmd []string) *exec.Cmd {
 	// nsenter opens an explicit --wd path before it enters the namespaces, so
 	// name the directory through the pod init's root.
 	pid := fmt.Sprint(initPID)
 	args := append([]string{
 		"--target", pid, "--mount", "--uts", "--ipc",
-		"--root", "--wd=/proc/" + pid + "/root" + path.Clean("/"+workDir), "--",
-	}, cmd...)
-	c := exec.Command("nsenter", args...)
-	c.Env = env
+		"--root", "--wd=/proc/" + pid + "/root" + path.Clean("/"+spec.workDir), "--",
+	}, spec.security.setpriv()...)
+	c := exec.Command("nsenter", append(args, cmd...)...)
+	c.Env = spec.env
 	return c
 }
 

@@ -306,7 +306,8 @@ func TestPodExecStoppedThenKilledIsReaped(t *testing.T) {
 	initPID := podInit.Process.Pid
 
 	base := runtime.NumGoroutine()
-	c := podCommand(initPID, "/tmp", []string{"PATH=/usr/bin:/bin"}, []string{"sh", "-c", `echo "$$ $(pwd)"; exec sleep 30`})
+	spec := execSpec{env: []string{"PATH=/usr/bin:/bin"}, workDir: "/tmp", security: procSecurity{caps: defaultCaps}}
+	c := podCommand(initPID, spec, []string{"sh", "-c", `echo "$$ $(pwd)"; exec sleep 30`})
 	out, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

@@ -82,8 +82,8 @@ func setupRoot(spec podSpec) error {
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{"usr", 0o755}, {"etc", 0o755}, {"dev", 0o755}, {"proc", 0o555}, {"tmp", 0o1777},
-		{"var/tmp", 0o1777}, {"root", 0o700}, {"run", 0o755}, {"home", 0o755}} {
+	}{{"usr", 0o755}, {"etc", 0o755}, {"dev", 0o755}, {"proc", 0o555}, {"tmp", 0o777 | os.ModeSticky},
+		{"var/tmp", 0o777 | os.ModeSticky}, {"root", 0o700}, {"run", 0o755}, {"home", 0o755}} {
 		if err := os.MkdirAll(filepath.Join(r, d.path), d.mode); err != nil {
 			return err
 		}
@@ -143,7 +143,16 @@ func setupDev(dev string) error {
 		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
 		_ = os.Symlink(target, filepath.Join(dev, name))
 	}
-	return os.MkdirAll(filepath.Join(dev, "shm"), 0o1777)
+	// Writable for every user, as the runtimes mount it (containerd: a 64 MiB
+	// tmpfs, mode 1777): the provider keeps its run records there.
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount("shm", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
 }
 
 func bind(src, dst string, readOnly bool) error {

@@ -101,9 +101,16 @@ func (m *podManager) startIfRunning(obj any) {
 	}()
 }
 
-// enter returns the pod's sandbox (starting it if needed), the container's
-// environment and working directory.
-func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []string, string, error) {
+// execSpec is how an exec runs in its container.
+type execSpec struct {
+	env      []string
+	workDir  string
+	security procSecurity
+}
+
+// enter returns the pod's sandbox (starting it if needed) and how an exec
+// runs in the container.
+func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, execSpec, error) {
 	// The API server's own cache (resourceVersion 0), not this informer's:
 	// kwok reports readiness from its own watch, so right after a pod is
 	// re-created under the same name (resume) the informer can still hold the
@@ -113,14 +120,14 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []stri
 	pod, err := m.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		if pod, err = m.pods.Pods(ns).Get(name); err != nil {
-			return nil, nil, "", fmt.Errorf("pod %s/%s: %w", ns, name, err)
+			return nil, execSpec{}, fmt.Errorf("pod %s/%s: %w", ns, name, err)
 		}
 	}
 	if uid != "" && string(pod.UID) != uid {
-		return nil, nil, "", fmt.Errorf("pod %s/%s has UID %s, not %s", ns, name, pod.UID, uid)
+		return nil, execSpec{}, fmt.Errorf("pod %s/%s has UID %s, not %s", ns, name, pod.UID, uid)
 	}
 	if pod.DeletionTimestamp != nil {
-		return nil, nil, "", fmt.Errorf("pod %s/%s is being deleted", ns, name)
+		return nil, execSpec{}, fmt.Errorf("pod %s/%s is being deleted", ns, name)
 	}
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
@@ -129,13 +136,18 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, []stri
 		}
 	}
 	if c == nil {
-		return nil, nil, "", fmt.Errorf("container %q not found in pod %s/%s", container, ns, name)
+		return nil, execSpec{}, fmt.Errorf("container %q not found in pod %s/%s", container, ns, name)
+	}
+	// The pod's "image" is the host's /usr and /etc (see podinit.go).
+	sec, err := securityFor(pod, c, "/etc/passwd")
+	if err != nil {
+		return nil, execSpec{}, err
 	}
 	sb, err := m.ensure(pod, c)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, execSpec{}, err
 	}
-	return sb, containerEnv(pod, c), workDir(c), nil
+	return sb, execSpec{env: containerEnv(pod, c, sec.home), workDir: workDir(c), security: sec}, nil
 }
 
 // workDir is the container's working directory ("/" when unset).
@@ -147,13 +159,14 @@ func workDir(c *corev1.Container) string {
 }
 
 // containerEnv is the process environment of an exec: the image defaults a
-// Debian image would have, then the container's literal env entries.
-func containerEnv(pod *corev1.Pod, c *corev1.Container) []string {
+// Debian image would have, HOME as the runtime sets it for the user, then the
+// container's literal env entries.
+func containerEnv(pod *corev1.Pod, c *corev1.Container, home string) []string {
 	keys := []string{"PATH", "HOSTNAME", "HOME"}
 	vals := map[string]string{
 		"PATH":     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOSTNAME": pod.Name,
-		"HOME":     "/root",
+		"HOME":     home,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
@@ -224,25 +237,39 @@ func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, 
 }
 
 // mountsFor maps the container's volumeMounts to host directories: PVCs to
-// their PersistentVolume's path, emptyDirs to a per-pod directory. Other
-// volume types (configMap, secret, projected) are not materialised.
+// their PersistentVolume's path, emptyDirs to a per-pod directory (mode
+// 0777, as a kubelet makes it). Both are given to the pod's fsGroup, if it
+// has one, as a kubelet does. Other volume types (configMap, secret,
+// projected) are not materialised.
 func (m *podManager) mountsFor(pod *corev1.Pod, c *corev1.Container, dir string) ([]mountSpec, error) {
 	sources := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
+		var path string
+		readOnly := false
 		switch {
 		case v.PersistentVolumeClaim != nil:
-			path, err := m.pvcPath(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+			p, err := m.pvcPath(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 			if err != nil {
 				return nil, err
 			}
-			sources[v.Name] = path
+			path, readOnly = p, v.PersistentVolumeClaim.ReadOnly
 		case v.EmptyDir != nil:
-			path := filepath.Join(dir, "volumes", v.Name)
+			path = filepath.Join(dir, "volumes", v.Name)
 			if err := os.MkdirAll(path, 0o777); err != nil {
 				return nil, err
 			}
-			sources[v.Name] = path
+			if err := os.Chmod(path, 0o777); err != nil { // not the umask's 0755
+				return nil, err
+			}
+		default:
+			continue
 		}
+		if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+			if err := applyFSGroup(path, *sc.FSGroup, sc.FSGroupChangePolicy, readOnly); err != nil {
+				return nil, fmt.Errorf("volume %q: fsGroup: %w", v.Name, err)
+			}
+		}
+		sources[v.Name] = path
 	}
 	var mounts []mountSpec
 	for _, vm := range c.VolumeMounts {
