@@ -11,7 +11,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("lifecycle", &["exec", "client", "config", "error"]),
     ("sandbox", &["process", "files", "exec", "args", "error"]),
     ("process", &["exec", "client", "error"]),
-    ("files", &["exec", "error"]),
+    ("files", &["exec", "args", "error"]),
     ("exec", &["client", "error"]),
     ("client", &["config", "error"]),
     ("config", &["args", "error"]),
