@@ -68,7 +68,7 @@ describe("packaging", () => {
     const [packed] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json"], { cwd: root, encoding: "utf8" }));
     const files = packed.files.map((f) => f.path).sort();
     const js = readdirSync(`${root}js`).map((f) => `js/${f}`);
-    assert.deepEqual(files, ["README.md", "index.d.ts", "index.js", ...js, "native.cjs", "native.d.ts", "package.json"].sort());
+    assert.deepEqual(files, ["LICENSE", "README.md", "index.d.ts", "index.js", ...js, "native.cjs", "native.d.ts", "package.json"].sort());
     assert.ok(!files.some((f) => f.endsWith(".node")), "no binary in the root package");
   });
 
