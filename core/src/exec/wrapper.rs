@@ -175,32 +175,40 @@ pub fn wrapper_argv(
     no_nul("command", spec.command)?;
     no_nul("cwd", spec.cwd)?;
     let env = env_pairs(spec.env)?;
-    let long = spec.command.len() > INLINE_COMMAND_MAX;
     let mut prefix = Vec::with_capacity(secret.len() + spec.command.len() + spec.cwd.len() + 64);
     prefix.extend_from_slice(secret.as_bytes());
     prefix.push(b'\n');
-    push_field(&mut prefix, spec.cwd);
-    push_field(&mut prefix, if long { "" } else { spec.command });
-    for pair in &env {
-        push_field(&mut prefix, pair);
-    }
-    let mut long_len = String::new();
-    if long {
-        long_len = (spec.command.len() + run_id.len()).to_string();
-        prefix.extend_from_slice(spec.command.as_bytes());
-        prefix.extend_from_slice(run_id.as_bytes());
-    }
+    let long = push_request(&mut prefix, spec.cwd, spec.command, &env, run_id);
     let mut args = vec![
         run_id.to_owned(),
         spec.stdin_len.map(|n| n.to_string()).unwrap_or_default(),
         cleanup.map(|n| n.to_string()).unwrap_or_default(),
-        long_len,
+        long.map(|n| n.to_string()).unwrap_or_default(),
         env.len().to_string(),
     ];
     if audit {
         args.push(spec.command.to_owned());
     }
     Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix: prefix })
+}
+
+/// Appends a request as the exec wrapper and the spawn script read it:
+/// the fields cwd, command (empty when over [`INLINE_COMMAND_MAX`]) and the
+/// env `pairs`, then a long command followed by `id`, so a command cut short
+/// is never run. Returns the long command's length with `id`, `None` when
+/// the command went in its field.
+pub fn push_request(out: &mut Vec<u8>, cwd: &str, command: &str, pairs: &[String], id: &str) -> Option<usize> {
+    let long = command.len() > INLINE_COMMAND_MAX;
+    push_field(out, cwd);
+    push_field(out, if long { "" } else { command });
+    for pair in pairs {
+        push_field(out, pair);
+    }
+    long.then(|| {
+        out.extend_from_slice(command.as_bytes());
+        out.extend_from_slice(id.as_bytes());
+        command.len() + id.len()
+    })
 }
 
 /// Appends a field as the scripts read it (see [`WRAPPER`]): its line count, then its

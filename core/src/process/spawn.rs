@@ -9,7 +9,7 @@ use super::stream::MAX_CAP;
 use super::{find, new_id, scripts, ProcessInfo, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
-use crate::exec::wrapper::{env_pairs, no_nul, push_field, script_argv, INLINE_COMMAND_MAX};
+use crate::exec::wrapper::{env_pairs, no_nul, push_request, script_argv};
 use crate::exec::{script_status, Call, ExecEngine, ExecTarget};
 
 fn now_ms() -> u64 {
@@ -54,17 +54,8 @@ pub(crate) async fn spawn_with(
         SpawnStdin::Open => ("open".to_owned(), None),
     };
     // Cwd, command and env travel on stdin, as for exec (see the wrapper).
-    let long = command.len() > INLINE_COMMAND_MAX;
     let mut head = Vec::with_capacity(command.len() + cwd.len() + 64);
-    push_field(&mut head, &cwd);
-    push_field(&mut head, if long { "" } else { &command });
-    for pair in &env {
-        push_field(&mut head, pair);
-    }
-    if long {
-        head.extend_from_slice(command.as_bytes());
-        head.extend_from_slice(id.as_bytes());
-    }
+    let long = push_request(&mut head, &cwd, &command, &env, &id).is_some();
     head.extend_from_slice(stdin_bytes.as_deref().unwrap_or_default());
     let flags = format!("{}{}", if ephemeral { "e" } else { "" }, if long { "c" } else { "" });
     let timeout = timeout.map(|t| format!("{:.3}", t.as_secs_f64().max(0.001))).unwrap_or_default();
