@@ -288,22 +288,7 @@ func TestServeExecWebSocketCloseClosesPipes(t *testing.T) {
 // --pid the command stayed a zombie below a stopped nsenter and the exec
 // never ended. Needs root (namespaces) and nsenter.
 func TestPodExecStoppedThenKilledIsReaped(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for PID and mount namespaces")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("needs nsenter")
-	}
-	// A stand-in pod init in the namespaces a pod has.
-	podInit := exec.Command("sleep", "60")
-	podInit.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
-	}
-	if err := podInit.Start(); err != nil {
-		t.Skipf("cannot create namespaces here: %v", err)
-	}
-	defer func() { _ = podInit.Process.Kill(); _ = podInit.Wait() }()
-	initPID := podInit.Process.Pid
+	initPID := standInPod(t, "nsenter")
 
 	base := runtime.NumGoroutine()
 	spec := execSpec{env: []string{"PATH=/usr/bin:/bin"}, workDir: "/tmp", security: procSecurity{caps: defaultCaps}}
@@ -356,4 +341,29 @@ func nsPIDs(t *testing.T, pid int) []string {
 		}
 	}
 	return nil
+}
+
+// standInPod starts a stand-in pod init in the namespaces a pod has (PID,
+// mount, UTS, IPC), stopped when the test ends, and returns its pid. The
+// test is skipped where that cannot be done: not root, or one of `tools`
+// missing.
+func standInPod(t *testing.T, tools ...string) int {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for namespaces and credentials")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	podInit := exec.Command("sleep", "60")
+	podInit.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+	}
+	if err := podInit.Start(); err != nil {
+		t.Skipf("cannot create namespaces here: %v", err)
+	}
+	t.Cleanup(func() { _ = podInit.Process.Kill(); _ = podInit.Wait() })
+	return podInit.Process.Pid
 }

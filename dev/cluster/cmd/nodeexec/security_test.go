@@ -92,26 +92,11 @@ func TestSetprivArguments(t *testing.T) {
 // command runs through podCommand as a real exec does; its stdout.
 func runInPod(t *testing.T, sec procSecurity, script string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for namespaces and credentials")
-	}
-	for _, tool := range []string{"nsenter", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	podInit := exec.Command("sleep", "60")
-	podInit.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
-	}
-	if err := podInit.Start(); err != nil {
-		t.Skipf("cannot create namespaces here: %v", err)
-	}
-	defer func() { _ = podInit.Process.Kill(); _ = podInit.Wait() }()
+	initPID := standInPod(t, "nsenter", "setpriv")
 	var out, errOut bytes.Buffer
 	spec := execSpec{env: []string{"PATH=/usr/bin:/bin"}, workDir: "/", security: sec}
-	c := podCommand(podInit.Process.Pid, spec, []string{"sh", "-c", script})
-	err := attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, podInit.Process.Pid) }, nil, &out, &errOut)
+	c := podCommand(initPID, spec, []string{"sh", "-c", script})
+	err := attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, initPID) }, nil, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errOut.String())
 	}
