@@ -13,7 +13,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
+import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
 import { actorId, getObject, namespace, objectName, skip } from "./cluster.mjs";
 
 const manifests = fileURLToPath(new URL("../examples/manifests/", import.meta.url));
@@ -197,31 +197,6 @@ const goodPod = () => ({
 });
 const sandboxJson = (name, spec) =>
   JSON.stringify({ apiVersion: "agents.x-k8s.io/v1beta1", kind: "Sandbox", metadata: { name }, spec: { podTemplate: { spec } } });
-
-/** A provider recording its events. */
-function provider(options) {
-  const events = [];
-  const p = agentSandboxProvider({ namespace, readyTimeoutMs: 120_000, onEvent: (e) => events.push(e), ...options });
-  return { p, events };
-}
-
-/** Runs `body(ctx, id)` on a fresh sandbox of `p` and always destroys it. */
-async function withSandbox(p, label, body) {
-  const ctx = { actorId: actorId(label), client: () => undefined };
-  let id;
-  try {
-    id = await p.create(ctx);
-    return await body(ctx, id);
-  } finally {
-    if (id) await p.destroy(ctx, id);
-  }
-}
-
-async function sh(sandbox, command) {
-  const r = await sandbox.exec(command, { cwd: sandbox.cwd });
-  assert.equal(r.exitCode, 0, `${command}: ${r.stderr}`);
-  return r.stdout;
-}
 
 /** `Key: value` lines of the command's /proc/self/status, for the keys asked. */
 async function status(sandbox, ...keys) {

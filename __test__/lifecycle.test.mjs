@@ -10,35 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
+import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
 import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";
 const IMAGE = "local/sandbox:latest";
-
-/** A provider recording its events. */
-function provider(options) {
-  const events = [];
-  const p = agentSandboxProvider({ namespace, readyTimeoutMs: 120_000, onEvent: (e) => events.push(e), ...options });
-  return { p, events };
-}
-
-/** Runs `body(ctx, id)` on a fresh sandbox and always destroys it. */
-async function withSandbox(p, label, body) {
-  const ctx = { actorId: actorId(label), client: () => undefined };
-  let id;
-  try {
-    id = await p.create(ctx);
-    return await body(ctx, id);
-  } finally {
-    if (id) await p.destroy(ctx, id);
-  }
-}
-
-async function sh(sandbox, command) {
-  const r = await sandbox.exec(command, { cwd: sandbox.cwd });
-  assert.equal(r.exitCode, 0, `${command}: ${r.stderr}`);
-  return r.stdout;
-}
 
 /** The full cycle: exec, suspend (pod gone), resume (PVC kept, rootfs fresh), destroy (nothing left). */
 async function fullCycle(p, events, ctx, id, sandboxName) {

@@ -8,6 +8,7 @@
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { wrapSandbox } from "../js/sandbox.js";
 import { actorId, namespace } from "./cluster.mjs";
 
@@ -61,4 +62,23 @@ export function sandboxChild(box, args, dir) {
     env: { ...process.env, ACTOR: box.actor, ID: box.id, DIR: dir ?? "/tmp" },
     stdio: ["ignore", "pipe", "inherit"],
   });
+}
+
+/** A provider in the test namespace recording its events. */
+export function provider(options) {
+  const events = [];
+  const p = agentSandboxProvider({ namespace, readyTimeoutMs: 120_000, onEvent: (e) => events.push(e), ...options });
+  return { p, events };
+}
+
+/** Runs `body(ctx, id)` on a fresh sandbox of `p` and always destroys it. */
+export async function withSandbox(p, label, body) {
+  const ctx = { actorId: actorId(label), client: () => undefined };
+  let id;
+  try {
+    id = await p.create(ctx);
+    return await body(ctx, id);
+  } finally {
+    if (id) await p.destroy(ctx, id);
+  }
 }
