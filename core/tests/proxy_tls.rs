@@ -141,6 +141,21 @@ async fn get_through(port: u16) -> sandbox_core::Error {
     api_error(err, Action { verb: "get", resource: "namespaces", name: None, namespace: "" })
 }
 
+/// What the proxy recorded, once it has recorded a connection: the client
+/// can see its error (a failed handshake, the proxy's 403) before the
+/// proxy's thread writes the record. Waits at most the proxy's own read
+/// timeout.
+fn recorded(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
+    for _ in 0..200 {
+        let now = seen.lock().unwrap().clone();
+        if !now.is_empty() {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Vec::new()
+}
+
 #[tokio::test]
 async fn the_proxy_is_not_verified_with_the_clusters_ca() {
     if std::env::var_os(CHILD).is_some() {
@@ -150,7 +165,7 @@ async fn the_proxy_is_not_verified_with_the_clusters_ca() {
     let e = get_through(port).await;
     assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
     assert!(e.message.contains("certificate"), "{}", e.message);
-    let seen = seen.lock().unwrap().clone();
+    let seen = recorded(&seen);
     assert!(!seen.is_empty(), "the proxy was reached");
     for s in &seen {
         assert!(!s.handshake && !s.client_certificate && s.request.is_empty(), "{s:?}");
@@ -177,7 +192,7 @@ async fn a_proxy_the_system_trusts_is_offered_no_client_certificate() {
     let (port, seen) = tls_proxy();
     let e = get_through(port).await;
     assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
-    let seen = seen.lock().unwrap().clone();
+    let seen = recorded(&seen);
     assert!(!seen.is_empty(), "the proxy was reached");
     for s in &seen {
         assert!(s.handshake, "the proxy's certificate is trusted through the system roots: {s:?}");
