@@ -32,6 +32,14 @@ CLIENT=$STATE/client.kubeconfig
 # cluster applies as it is.
 NS=agents
 NODE=kwok-node-0
+# Every port is 127.0.0.1:<base + 100 * SANDBOX_CLUSTER_SLOT>, so a second
+# checkout (a git worktree, whose state is its own .cluster/) can run its own
+# cluster beside this one in another slot.
+SLOT=${SANDBOX_CLUSTER_SLOT:-0}
+[[ $SLOT =~ ^[0-9]$ ]] || { echo "[cluster] error: SANDBOX_CLUSTER_SLOT must be 0..9" >&2; exit 1; }
+OFF=$((100 * SLOT))
+P_API=$((6443 + OFF)) P_ETCD=$((23790 + OFF)) P_ETCD_PEER=$((23800 + OFF)) P_ETCD_METRICS=$((23810 + OFF))
+P_NODE=$((10250 + OFF)) P_KWOK=$((10251 + OFF)) P_SBX_METRICS=$((18080 + OFF)) P_SBX_HEALTH=$((18081 + OFF))
 # Start order; `down` stops in reverse.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok nodeexec agent-sandbox-controller)
 
@@ -188,7 +196,7 @@ write_kubeconfig() {
 	local file=$1 user=$2 ns=$3; shift 3
 	local kc=("$K8S_BIN/kubectl" config --kubeconfig="$file")
 	rm -f "$file"
-	"${kc[@]}" set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+	"${kc[@]}" set-cluster local --server=https://127.0.0.1:$P_API --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
 	"${kc[@]}" set-credentials "$user" "$@" >/dev/null
 	"${kc[@]}" set-context local --cluster=local --user="$user" ${ns:+--namespace="$ns"} >/dev/null
 	"${kc[@]}" use-context local >/dev/null
@@ -205,19 +213,19 @@ client_kubeconfig() {
 
 start_etcd() {
 	start etcd "$K8S_BIN/etcd" --name=local --data-dir="$STATE/etcd" \
-		--listen-client-urls=http://127.0.0.1:23790 --advertise-client-urls=http://127.0.0.1:23790 \
-		--listen-peer-urls=http://127.0.0.1:23800 --initial-advertise-peer-urls=http://127.0.0.1:23800 \
-		--initial-cluster=local=http://127.0.0.1:23800 --listen-metrics-urls=http://127.0.0.1:23810 \
+		--listen-client-urls=http://127.0.0.1:$P_ETCD --advertise-client-urls=http://127.0.0.1:$P_ETCD \
+		--listen-peer-urls=http://127.0.0.1:$P_ETCD_PEER --initial-advertise-peer-urls=http://127.0.0.1:$P_ETCD_PEER \
+		--initial-cluster=local=http://127.0.0.1:$P_ETCD_PEER --listen-metrics-urls=http://127.0.0.1:$P_ETCD_METRICS \
 		--unsafe-no-fsync --log-level=warn
-	wait_for etcd 30 curl -sf http://127.0.0.1:23790/health
+	wait_for etcd 30 curl -sf http://127.0.0.1:$P_ETCD/health
 }
 
 start_apiserver() {
 	# --endpoint-reconciler-type=none: the lease reconciler rejects a loopback
 	# advertise address. TaintNodesByCondition is off so the fake node is never
 	# tainted not-ready (no node-lifecycle controller runs to lift it).
-	start kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:23790 \
-		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+	start kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:$P_ETCD \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=$P_API \
 		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
@@ -246,17 +254,17 @@ start_node() {
 		cat "$kwokdir/kustomize/stage/pod/fast/pod-delete.yaml"; echo "---"
 		cat "$HERE/kwok/pod-stages.yaml"
 	} >"$STATE/kwok.yaml"
-	# kwok advertises port 10250 (nodeexec) in the node status; its own server,
+	# kwok advertises nodeexec's port in the node status; its own server,
 	# unused, stays on another loopback port. HOME keeps it off ~/.kwok.
 	start kwok env HOME="$STATE" "$EXT_BIN/kwok" --kubeconfig="$ADMIN" --config="$STATE/kwok.yaml" \
 		--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-		--node-ip=127.0.0.1 --node-name=localhost --node-port=10250 --server-address=127.0.0.1:10251 \
+		--node-ip=127.0.0.1 --node-name=localhost --node-port=$P_NODE --server-address=127.0.0.1:$P_KWOK \
 		--node-lease-duration-seconds=40 --tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key"
 	wait_for kwok 60 KUBECTL wait --for=condition=Ready "node/$NODE" --timeout=1s
-	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:10250 \
+	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:$P_NODE \
 		--tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key" \
 		--node-name="$NODE" --state-dir="$STATE/node" --storage-class=local-dev
-	wait_for nodeexec 30 curl -skf https://127.0.0.1:10250/healthz
+	wait_for nodeexec 30 curl -skf https://127.0.0.1:$P_NODE/healthz
 }
 
 # The agent-sandbox CRDs, before the controller-manager starts: its quota
@@ -271,8 +279,8 @@ install_crds() {
 start_agent_sandbox() {
 	start agent-sandbox-controller "$EXT_BIN/agent-sandbox-controller" --kubeconfig="$ADMIN" \
 		--leader-elect=false --extensions=true \
-		--metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081
-	wait_for agent-sandbox-controller 60 curl -sf http://127.0.0.1:18081/readyz
+		--metrics-bind-address=127.0.0.1:$P_SBX_METRICS --health-probe-bind-address=127.0.0.1:$P_SBX_HEALTH
+	wait_for agent-sandbox-controller 60 curl -sf http://127.0.0.1:$P_SBX_HEALTH/readyz
 }
 
 setup_objects() {
