@@ -50,6 +50,25 @@ export interface AgentSandboxProvider {
   suspend(c: ActorContext, id: string): Promise<void>;
   /** Deletes the sandbox and waits until its Sandbox, pod, Service and PVCs are gone. Idempotent. */
   destroy(c: ActorContext, id: string): Promise<void>;
+  /**
+   * What this provider has cost the API server so far: requests by verb and
+   * resource, and its shared watches. Zeros before the first call.
+   */
+  stats(): ProviderStats;
+}
+
+/** See {@link AgentSandboxProvider.stats}. */
+export interface ProviderStats {
+  /**
+   * `"verb resource"` → requests sent, retries included, e.g. `"get pods"`,
+   * `"list sandboxclaims"`, `"watch pods"`, `"create sandboxclaims"`,
+   * `"exec pods/exec"`, `"create selfsubjectrulesreviews"`.
+   */
+  requests: Record<string, number>;
+  /** Shared watches open now: at most one per kind (claims, Sandboxes, pods). */
+  watches: number;
+  /** Lists those watches started: one each at first use, then one per recovery from an error. */
+  lists: number;
 }
 
 /** Options of {@link agentSandboxProvider}. */

@@ -94,6 +94,8 @@ export declare class NativeProvider {
   touch(id: string): void
   /** Suspends the sandbox (per the `suspend` option). */
   suspend(actorId: string, id: string): Promise<void>
+  /** Requests sent so far and the shared watches (see `Provider::stats`). */
+  stats(): { requests: Record<string, number>; watches: number; lists: number }
   /** Deletes the sandbox and waits until nothing of it is left. */
   destroy(actorId: string, id: string): Promise<void>
 }

@@ -23,13 +23,18 @@ export function agentSandboxProvider(options) {
 
   /** @type {Promise<any> | undefined} */
   let opening;
+  /** @type {any} */
+  let opened;
   // The native provider (client + exec engine), built on first use and shared
   // by every actor; a failed build is retried by the next call.
   const open = () => {
-    opening ??= native.NativeProvider.open(json, callback).catch((err) => {
-      opening = undefined;
-      throw err;
-    });
+    opening ??= native.NativeProvider.open(json, callback).then(
+      (provider) => (opened = provider),
+      (err) => {
+        opening = undefined;
+        throw err;
+      },
+    );
     return opening;
   };
 
@@ -45,6 +50,7 @@ export function agentSandboxProvider(options) {
       }),
     suspend: (c, id) => callNative(async () => void (await (await open()).suspend(actorId(c), String(id)))),
     destroy: (c, id) => callNative(async () => void (await (await open()).destroy(actorId(c), String(id)))),
+    stats: () => opened?.stats() ?? { requests: {}, watches: 0, lists: 0 },
   };
 }
 

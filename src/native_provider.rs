@@ -92,6 +92,12 @@ impl NativeProvider {
         inner.suspend(&actor_id, &id).await.map_err(to_napi)
     }
 
+    /// Requests sent so far and the shared watches (see `Provider::stats`).
+    #[napi(ts_return_type = "{ requests: Record<string, number>; watches: number; lists: number }")]
+    pub fn stats(&self) -> napi::Result<serde_json::Value> {
+        serde_json::to_value(self.inner.stats()).map_err(|e| napi::Error::from_reason(e.to_string()))
+    }
+
     /// Deletes the sandbox and waits until nothing of it is left.
     #[napi]
     pub async fn destroy(&self, actor_id: String, id: String) -> napi::Result<()> {

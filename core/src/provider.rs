@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::client;
+use crate::client::requests::Requests;
 use crate::config::ProviderConfig;
 use crate::error::{Error, Result};
 use crate::exec::ExecEngine;
@@ -21,10 +22,13 @@ use crate::trace;
 /// exec engine shared by every sandbox it connects.
 pub struct Provider {
     lifecycle: Arc<Lifecycle>,
+    /// What the client has sent so far.
+    requests: Requests,
     engine: ExecEngine,
     config: Arc<ProviderConfig>,
     /// The provider's own background work (TTL touches), on the runtime it
-    /// was built in; cancelled when the provider is dropped.
+    /// was built in; `stop` cancels it, and the shared watches, when the
+    /// provider is dropped.
     background: TaskTracker,
     stop: CancellationToken,
     runtime: Handle,
@@ -35,16 +39,23 @@ impl Provider {
     /// `on_event` receives lifecycle progress events.
     pub async fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Result<Provider> {
         let conn = client::connect(&config.kube_config).await?;
-        let engine =
-            ExecEngine::new(conn.client.clone(), config.max_concurrent_execs, config.max_concurrent_execs_per_sandbox)
-                .with_commands_in_audit_log(config.commands_in_audit_log);
         let config = Arc::new(config);
+        let stop = CancellationToken::new();
+        let lifecycle = Lifecycle::new(&conn, config.clone(), on_event, &stop);
+        let engine = ExecEngine::new(
+            conn.client.clone(),
+            lifecycle.pod_cache(),
+            config.max_concurrent_execs,
+            config.max_concurrent_execs_per_sandbox,
+        )
+        .with_commands_in_audit_log(config.commands_in_audit_log);
         Ok(Provider {
-            lifecycle: Arc::new(Lifecycle::new(&conn, config.clone(), on_event)),
+            lifecycle: Arc::new(lifecycle),
+            requests: conn.requests.clone(),
             engine,
             config,
             background: TaskTracker::new(),
-            stop: CancellationToken::new(),
+            stop,
             runtime: Handle::current(),
         })
     }
@@ -106,6 +117,13 @@ impl Provider {
         );
     }
 
+    /// What this provider has cost the API server so far (for diagnostics,
+    /// benchmarks and tests).
+    pub fn stats(&self) -> Stats {
+        let (watches, lists) = self.lifecycle.watches();
+        Stats { requests: self.requests.snapshot(), watches, lists }
+    }
+
     /// Background tasks still running (for tests and diagnostics).
     pub fn background_tasks(&self) -> usize {
         self.background.len()
@@ -131,6 +149,19 @@ impl Provider {
         check_actor(actor_id)?;
         traced("destroy", id, self.lifecycle.destroy(actor_id, id), |()| "done".to_owned()).await
     }
+}
+
+/// See [`Provider::stats`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stats {
+    /// `"verb resource"` (e.g. `"get pods"`, `"exec pods/exec"`) → requests
+    /// sent, retries included.
+    pub requests: std::collections::BTreeMap<String, u64>,
+    /// Shared watches open now (one per kind in use: claims, Sandboxes, pods).
+    pub watches: usize,
+    /// Lists those watches have started so far (a first list, then one per
+    /// recovery).
+    pub lists: u64,
 }
 
 /// Runs one lifecycle call, tracing its start and how it ended (see [`trace`](mod@trace)).

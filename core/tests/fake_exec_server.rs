@@ -11,12 +11,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use sandbox_core::client::informer::{ApiSource, Informer};
 use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget, Liveness, PodExecRuntime};
 use sandbox_core::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Copy)]
 enum Mode {
@@ -62,7 +64,13 @@ async fn engine_with(mode: Mode, liveness: Liveness) -> ExecEngine {
         }
     });
     let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-    ExecEngine::with_runtime(Box::new(PodExecRuntime::new(client).with_liveness(liveness)), 8)
+    // The fake serves exec only: no pod watch (its owner is gone from the
+    // start, so it never starts), and so no deletion detection.
+    let stopped = CancellationToken::new();
+    stopped.cancel();
+    let source = ApiSource::new(kube::Api::namespaced(client.clone(), "ns"), "ns", Default::default(), "pods", |_| {});
+    let pods = Informer::new(source, stopped);
+    ExecEngine::with_runtime(Box::new(PodExecRuntime::new(client, pods).with_liveness(liveness)), 8)
 }
 
 fn target() -> ExecTarget {

@@ -11,6 +11,7 @@ use kube::{Client, Config};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::proxy;
+use super::requests::Requests;
 use crate::config::kubeconfig::read_file;
 use crate::config::{KubeConfigSource, ServerConfig, TokenSource};
 use crate::error::{Error, Result};
@@ -26,6 +27,8 @@ pub struct Connection {
     /// Set when the credentials travel where anyone on the way could take
     /// them (plain `http://`, or TLS unchecked); the lifecycle reports it once.
     pub transport_warning: Option<String>,
+    /// What the client has sent so far, by verb and resource.
+    pub requests: Requests,
 }
 
 /// Builds the client. Must run inside a Tokio runtime (kube spawns a worker).
@@ -58,8 +61,9 @@ pub async fn connect(source: &KubeConfigSource) -> Result<Connection> {
     let proxy = proxy::choose(explicit_proxy.as_deref(), &config.cluster_url, |name| std::env::var(name).ok())?;
     let default_namespace = config.default_namespace.clone();
     let transport_warning = transport_warning(&config, proxy.is_some());
-    let client = super::http::client(config, proxy.as_ref())?;
-    Ok(Connection { client, default_namespace, transport_warning })
+    let requests = Requests::default();
+    let client = super::http::client(config, proxy.as_ref(), &requests)?;
+    Ok(Connection { client, default_namespace, transport_warning, requests })
 }
 
 /// The kubeconfig kube's `Kubeconfig::read` would load: the files `KUBECONFIG`

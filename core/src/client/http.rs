@@ -23,8 +23,9 @@ use std::time::Duration;
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::retry::RetryPolicy;
+use kube::client::Body;
 use kube::client::{AuthError, ConfigExt};
 use kube::{Client, Config};
 use tower::retry::RetryLayer;
@@ -32,6 +33,7 @@ use tower::{BoxError, Service, ServiceBuilder};
 
 use super::errors::{self, CredentialError};
 use super::proxy::Proxy;
+use super::requests::Requests;
 use crate::error::{Error, Result};
 
 /// Idle time before the first TCP keepalive probe.
@@ -41,13 +43,19 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered probes after which the connection is dropped.
 const KEEPALIVE_PROBES: u32 = 3;
 
+/// Idle connections kept for reuse: the shared watches hold theirs, so what
+/// idles is what a burst of calls left behind.
+const POOL_IDLE_MAX: usize = 8;
+/// How long an idle connection is kept.
+const POOL_IDLE_FOR: Duration = Duration::from_secs(30);
+
 /// Retries of a request the server answered 429, 503 or 504.
 pub(super) const RETRIES: u32 = 8;
 
 /// A client equivalent to `Client::try_from(config)` with TCP_NODELAY and
 /// keepalive, through `proxy` when there is one. Errors are `config`, in
 /// words that quote no credential (see [`errors::describe`]).
-pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client> {
+pub(super) fn client(config: Config, proxy: Option<&Proxy>, requests: &Requests) -> Result<Client> {
     let plugin = errors::plugin_name(&config.auth_info);
     let failed = |e: kube::Error| {
         Error::config(format!("cannot build the Kubernetes client: {}", errors::describe(&e, plugin.as_deref())))
@@ -60,14 +68,14 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client> {
     http.set_keepalive(Some(KEEPALIVE_IDLE));
     http.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(KEEPALIVE_PROBES));
-    let Some(proxy) = proxy else { return finish(config, http, plugin.as_deref()).map_err(failed) };
+    let Some(proxy) = proxy else { return finish(config, http, plugin.as_deref(), requests).map_err(failed) };
     match proxy.uri().scheme_str() {
         Some(scheme @ ("socks5" | "socks5h")) => {
             let mut socks = SocksV5::new(proxy.uri().clone(), http).local_dns(scheme == "socks5");
             if let Some((user, pass)) = proxy.raw_auth() {
                 socks = socks.with_auth(user.to_owned(), pass.to_owned());
             }
-            finish(config, socks, plugin.as_deref()).map_err(failed)
+            finish(config, socks, plugin.as_deref(), requests).map_err(failed)
         }
         Some("https") => {
             // The proxy is not the cluster: the cluster's CA, its
@@ -84,11 +92,10 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>) -> Result<Client> {
                 ))
             })?;
             let tunnel = Tunnel::new(proxy.uri().clone(), tls);
-            finish(config, with_auth(tunnel, proxy), plugin.as_deref()).map_err(failed)
+            finish(config, with_auth(tunnel, proxy), plugin.as_deref(), requests).map_err(failed)
         }
-        _ => {
-            finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy), plugin.as_deref()).map_err(failed)
-        }
+        _ => finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy), plugin.as_deref(), requests)
+            .map_err(failed),
     }
 }
 
@@ -100,8 +107,8 @@ fn with_auth<C>(tunnel: Tunnel<C>, proxy: &Proxy) -> Tunnel<C> {
 }
 
 /// TLS, kube's timeouts and kube's layers over `connector`; `plugin` names
-/// the credential plugin in errors.
-fn finish<C>(config: Config, connector: C, plugin: Option<&str>) -> Result<Client, kube::Error>
+/// the credential plugin in errors; every attempt is counted in `requests`.
+fn finish<C>(config: Config, connector: C, plugin: Option<&str>, requests: &Requests) -> Result<Client, kube::Error>
 where
     C: Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
@@ -116,6 +123,7 @@ where
     timeouts.set_read_timeout(config.read_timeout);
     timeouts.set_write_timeout(config.write_timeout);
     let plugin: Option<Arc<str>> = plugin.map(Arc::from);
+    let counted = requests.clone();
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.default_retry.then(|| RetryLayer::new(retry_policy())))
@@ -128,8 +136,20 @@ where
         })
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .map_request(move |request: http::Request<Body>| {
+            counted.record(request.method(), request.uri());
+            request
+        })
         .map_err(BoxError::from)
-        .service(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(timeouts));
+        .service(
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+                // Bounded: a burst of calls would otherwise leave one idle
+                // connection per request in flight for 90 s.
+                .pool_max_idle_per_host(POOL_IDLE_MAX)
+                .pool_idle_timeout(POOL_IDLE_FOR)
+                .pool_timer(TokioTimer::new())
+                .build(timeouts),
+        );
     Ok(Client::new(service, config.default_namespace))
 }
 
@@ -185,7 +205,7 @@ mod tests {
                 });
             }
         });
-        (client(Config::new(url.parse().unwrap()), None).unwrap(), count)
+        (client(Config::new(url.parse().unwrap()), None, &Requests::default()).unwrap(), count)
     }
 
     async fn get(client: &Client) -> Result<serde_json::Value, kube::Error> {

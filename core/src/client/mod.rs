@@ -4,7 +4,9 @@
 pub mod build;
 pub mod errors;
 mod http;
+pub mod informer;
 mod proxy;
+pub mod requests;
 
 pub use build::{connect, Connection};
 

@@ -106,8 +106,13 @@ impl ExecEngine {
     /// (kills are exempt, so they cannot queue behind the commands they
     /// stop). Exec bypasses API Priority and Fairness, so this cap is the
     /// only one.
-    pub fn new(client: kube::Client, max_concurrent_execs: usize, per_sandbox: usize) -> Self {
-        Self::with_shares(Box::new(PodExecRuntime::new(client)), max_concurrent_execs, per_sandbox)
+    pub fn new(
+        client: kube::Client,
+        pods: crate::client::informer::Informer<k8s_openapi::api::core::v1::Pod>,
+        max_concurrent_execs: usize,
+        per_sandbox: usize,
+    ) -> Self {
+        Self::with_shares(Box::new(PodExecRuntime::new(client, pods)), max_concurrent_execs, per_sandbox)
     }
 
     /// An engine over any [`Runtime`], one sandbox may use every slot.

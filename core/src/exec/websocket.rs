@@ -59,6 +59,7 @@ use super::pod_liveness::{PodWatch, PodWatches};
 use super::runtime::{Release, Runtime};
 use super::status::{decode, Completion};
 use super::ExecTarget;
+use crate::client::informer::Informer;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
 
@@ -119,10 +120,12 @@ struct Drains {
 
 impl PodExecRuntime {
     /// A runtime using `client`; one connection per exec is inherent to the
-    /// HTTP/1.1 upgrade, the client (auth, TLS config) is shared.
-    pub fn new(client: Client) -> Self {
+    /// HTTP/1.1 upgrade, the client (auth, TLS config) is shared. In-flight
+    /// execs learn that their pod went from `pods`, the provider's shared
+    /// pod watch.
+    pub fn new(client: Client, pods: Informer<Pod>) -> Self {
         PodExecRuntime {
-            watches: PodWatches::new(client.clone()),
+            watches: PodWatches::new(pods),
             client,
             liveness: Liveness::default(),
             drains: Mutex::default(),
@@ -166,14 +169,6 @@ impl PodExecRuntime {
                 key
             });
         }
-    }
-}
-
-impl Drop for PodExecRuntime {
-    /// The pod watches end with their owner (the drains are aborted by
-    /// their `JoinSet`), so nothing of a dropped provider keeps running.
-    fn drop(&mut self) {
-        self.watches.stop();
     }
 }
 

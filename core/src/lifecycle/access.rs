@@ -14,9 +14,13 @@
 //! webhook authorizer, the review itself forbidden, the server restarting)
 //! the call goes ahead and the API server decides each step, as before.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use k8s_openapi::api::authorization::v1::{ResourceRule, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
 use kube::api::PostParams;
 use kube::{Api, Client};
+use tokio::time::Instant;
 
 use super::resources::{Kind, EXTENSIONS_GROUP, SANDBOX_GROUP};
 use crate::error::{Error, ErrorCode, Result};
@@ -103,13 +107,45 @@ pub fn suspend() -> Vec<Need> {
     vec![(Resource::of(Kind::Sandbox), &["patch", "list", "watch"][..])]
 }
 
+/// How long a review's answer serves later calls: a burst of creates makes
+/// one review, not one each.
+const REVIEW_FOR: Duration = Duration::from_secs(30);
+
+/// The last complete review of a provider's namespace.
+#[derive(Default)]
+pub struct RulesCache {
+    /// Held across a review, so concurrent calls wait for one review
+    /// instead of each making their own.
+    last: tokio::sync::Mutex<Option<(Instant, Arc<Vec<ResourceRule>>)>>,
+}
+
+impl RulesCache {
+    /// The rules, from a review less than [`REVIEW_FOR`] old unless `fresh`;
+    /// `None` when the server cannot say for sure (not remembered).
+    async fn rules(&self, client: &Client, namespace: &str, fresh: bool) -> Option<Arc<Vec<ResourceRule>>> {
+        let mut last = self.last.lock().await;
+        if let Some((at, rules)) = last.as_ref().filter(|(at, _)| !fresh && at.elapsed() < REVIEW_FOR) {
+            let _ = at;
+            return Some(rules.clone());
+        }
+        let rules = Arc::new(review(client, namespace).await?);
+        *last = Some((Instant::now(), rules.clone()));
+        Some(rules)
+    }
+}
+
 /// Fails with `forbidden`, naming what is missing, when the credentials
 /// surely lack a verb of `needs` in `namespace`; `op` says what was refused.
-pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need]) -> Result<()> {
-    let Some(rules) = rules(client, namespace).await else { return Ok(()) };
-    let missing = missing(&rules, needs);
-    if missing.is_empty() {
-        return Ok(());
+/// A refusal is always decided on a review made for this call, so a
+/// permission given back meanwhile counts.
+pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need], cache: &RulesCache) -> Result<()> {
+    let mut missing = Vec::new();
+    for fresh in [false, true] {
+        let Some(rules) = cache.rules(client, namespace, fresh).await else { return Ok(()) };
+        missing = self::missing(&rules, needs);
+        if missing.is_empty() {
+            return Ok(());
+        }
     }
     Err(Error::new(
         ErrorCode::Forbidden,
@@ -123,7 +159,7 @@ pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need])
 
 /// What the credentials may do in `namespace`; `None` when the server
 /// cannot say for sure.
-async fn rules(client: &Client, namespace: &str) -> Option<Vec<ResourceRule>> {
+async fn review(client: &Client, namespace: &str) -> Option<Vec<ResourceRule>> {
     let review = SelfSubjectRulesReview {
         spec: SelfSubjectRulesReviewSpec { namespace: Some(namespace.to_string()) },
         ..Default::default()

@@ -4,7 +4,6 @@
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -43,6 +42,10 @@ struct Call<'a> {
     ev: &'a Emitter,
     /// Report `adopted` / `cold_start` on the first sight of the Sandbox.
     announce: bool,
+    /// The UID of the claim (warm-pool mode) or Sandbox (direct mode) this
+    /// process just created: only that object counts, not a deleted one of
+    /// the same name the cache may still hold.
+    created: Option<&'a str>,
 }
 
 /// How waiting for readiness ended.
@@ -64,10 +67,14 @@ impl Lifecycle {
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
         let fresh = self.take_fresh(&id, actor_id);
-        let call = Call { id: &id, actor_id, deadline, ev: &ev, announce: self.warm() && fresh };
+        let created = fresh.as_ref().and_then(|uid| uid.as_deref());
+        let call = Call { id: &id, actor_id, deadline, ev: &ev, announce: self.warm() && fresh.is_some(), created };
+        // Every wait below subscribes to these: start their lists now, in
+        // parallel with this call's first reads (the first call only).
+        self.caches.start(self.warm());
         // A claim this process just created needs no GET: it is ours, create
-        // set its TTL, and the watch's initial list shows its state.
-        let mut fetch_claim = !fresh;
+        // set its TTL, and the watch shows its state.
+        let mut fetch_claim = fresh.is_none();
         loop {
             let (sandbox_name, claims) = if self.warm() {
                 let claim = if fetch_claim {
@@ -85,17 +92,17 @@ impl Lifecycle {
                 (id.name.clone(), None)
             };
             match self.bring_up(call, &sandbox_name, claims).await? {
-                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod, fresh).map(Some),
+                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod, fresh.is_some()).map(Some),
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
             }
         }
     }
 
-    /// GETs the claim, checks it is ours and moves its TTL if due; `None` if
-    /// it is gone.
+    /// Reads the claim (from the cache, else by GET), checks it is ours and
+    /// moves its TTL if due; `None` if it is gone.
     async fn fetch_claim(&self, id: &SandboxId, actor_id: &str) -> Result<Option<ClaimObject>> {
-        let claim: Option<ClaimObject> = self.get(Kind::SandboxClaim, &id.namespace, &id.name).await?;
+        let claim = self.read(&self.caches.claims, Kind::SandboxClaim, &id.namespace, &id.name).await?;
         let Some(claim) = claim.filter(|c| !deleting(c)) else { return Ok(None) };
         check_owner(&claim, actor_id, id)?;
         let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
@@ -111,7 +118,7 @@ impl Lifecycle {
         call: Call<'_>,
         claim: Option<ClaimObject>,
     ) -> Result<Option<(String, Option<ClaimWatch>)>> {
-        let Call { id, deadline, ev, .. } = call;
+        let Call { id, deadline, ev, created, .. } = call;
         let decide = |claim: Option<&ClaimObject>| match claim.filter(|c| !deleting(c)).map(readiness::claim_binding) {
             None => Step::Done(None),
             Some(Binding::Bound(name)) => Step::Done(Some(name)),
@@ -125,11 +132,7 @@ impl Lifecycle {
                 Step::Waiting(_) => {}
             }
         }
-        let mut updates = waits::watch_named(
-            Kind::SandboxClaim.api(&self.client, &id.namespace),
-            &id.name,
-            Kind::SandboxClaim.resource(),
-        );
+        let mut updates = self.caches.claims.watch_named(&id.name, created.map(str::to_owned));
         let what = format!("SandboxClaim {id} to be bound to a sandbox");
         let mut last = None;
         let step = |claim: Latest<ClaimObject>| {
@@ -146,13 +149,14 @@ impl Lifecycle {
     /// Resumes the Sandbox if needed and waits for readiness (following the
     /// claim with `claims` if there is one).
     async fn bring_up(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
-        let Call { id, actor_id, deadline, ev, announce } = call;
+        let Call { id, actor_id, deadline, ev, announce, .. } = call;
         let ns = &id.namespace;
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
         // Both at once: the pod only matters if the Sandbox turns out ready.
+        // From the cache when it is live: a reconnect makes no request.
         let (sandbox, pod): (Option<SandboxObject>, _) =
-            futures::try_join!(self.get(Kind::Sandbox, ns, name), self.get_pod(ns, name))?;
+            futures::try_join!(self.read(&self.caches.sandboxes, Kind::Sandbox, ns, name), self.read_pod(ns, name))?;
         let sandbox = sandbox.filter(|s| !deleting(s));
         if sandbox.is_none() && !self.warm() {
             return Ok(Outcome::Gone);
@@ -174,7 +178,7 @@ impl Lifecycle {
                     return Ok(gone);
                 }
                 let op = format!("connect {id} (resuming it)");
-                access::require(&self.client, ns, &op, &access::resume(self.warm())).await?;
+                self.require(&op, &access::resume(self.warm())).await?;
                 let mut patch = json!({ "spec": { "operatingMode": "Running" } });
                 if let Some(t) = &ttl {
                     manifest::merge_patch(&mut patch, t);
@@ -189,8 +193,8 @@ impl Lifecycle {
                     self.patch(Kind::Sandbox, ns, name, t).await?;
                     self.ttl_marked(id, true);
                 }
-                // Reconnecting to a running sandbox is the common case: two
-                // GETs instead of three watches.
+                // Reconnecting to a running sandbox is the common case: no
+                // wait at all.
                 if let Some(pod) = pod.filter(|p| readiness::sandbox_readiness(&sb, Some(p)) == Readiness::Ready) {
                     if announce {
                         ev.emit(launch_event(&sb, name, id), Some(name), None, None);
@@ -214,14 +218,15 @@ impl Lifecycle {
     /// Watches the Sandbox, its pod and (warm mode) the claim until ready;
     /// the claim through `claims` if it is already being watched.
     async fn wait_ready(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
-        let Call { id, deadline, ev, announce, .. } = call;
+        let Call { id, deadline, ev, announce, created, .. } = call;
         let ns = &id.namespace;
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let warm = self.warm();
+        // The UID gate is for the object create made: the claim in warm-pool
+        // mode (its Sandbox, adopted or new, is whatever it names).
+        let created = |warm_kind: bool| created.filter(|_| warm_kind == warm).map(str::to_owned);
         let mut streams = vec![
-            waits::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource())
-                .map_ok(Seen::Sandbox)
-                .boxed(),
-            waits::watch_named(pods, name, "pods").map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
+            self.caches.sandboxes.watch_named(name, created(false)).map_ok(Seen::Sandbox).boxed(),
+            self.caches.pods.watch_named(name, None).map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
         ];
         let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
         if self.warm() {
@@ -230,16 +235,11 @@ impl Lifecycle {
                     claim = Some(Some(last));
                     updates
                 }
-                None => waits::watch_named(
-                    Kind::SandboxClaim.api(&self.client, ns),
-                    &id.name,
-                    Kind::SandboxClaim.resource(),
-                ),
+                None => self.caches.claims.watch_named(&id.name, created(true)),
             };
             streams.push(updates.map_ok(Seen::Claim).boxed());
         }
         let (mut announced, mut scheduled) = (!announce, false);
-        let warm = self.warm();
         let what = format!("sandbox {ns}/{name} to become ready");
         let step = |seen: Seen| {
             match seen {

@@ -21,7 +21,9 @@ impl Lifecycle {
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         let id = SandboxId { namespace: self.namespace.clone(), name: names::object_name(self.warm(), actor_id) };
         let ev = self.emitter(&id, actor_id);
-        access::require(&self.client, &id.namespace, &format!("create {id}"), &access::create(self.kind())).await?;
+        // The connect that follows waits on these: their lists start now.
+        self.caches.start(self.warm());
+        self.require(&format!("create {id}"), &access::create(self.kind())).await?;
         if let Mode::WarmPool(pool) = &self.config.mode {
             let checked = Checked {
                 pool,
@@ -51,11 +53,11 @@ impl Lifecycle {
         // being deleted when the first create ran into it.
         for _ in 0..2 {
             match api.create(&PostParams::default(), &object).await {
-                Ok(_) => {
+                Ok(made) => {
                     if let Some(ttl) = &self.ttl {
                         ttl.mark(&id.to_string());
                     }
-                    self.fresh.lock().map(|mut s| s.insert(id.to_string(), actor_id.to_owned())).ok();
+                    self.mark_fresh(&id, actor_id, made.metadata.uid);
                     if self.warm() {
                         ev.emit(EventKind::Claimed, None, None, None);
                     } else {
@@ -78,7 +80,7 @@ impl Lifecycle {
                     if existing.metadata.deletion_timestamp.is_none() {
                         return Ok(id.to_string());
                     }
-                    self.wait_gone(&[(kind, id.name.clone())], &id.namespace, self.deadline()).await?;
+                    self.wait_gone(&[(kind, id.name.clone())], self.deadline()).await?;
                 }
                 Err(e) => return Err(api_error(e, action)),
             }

@@ -1,20 +1,26 @@
-//! `destroy`: delete the claim or Sandbox, then what it controls, and wait
-//! until all of it is gone (the wait `create` also uses for an object still
-//! deleting).
+//! `destroy`: delete the claim or Sandbox, make sure what it controls goes
+//! too, and wait until all of it is gone (the wait `create` also uses for an
+//! object still deleting).
+
+use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Preconditions};
 use kube::Api;
-use serde_json::Value;
 use tokio::time::Instant;
 
 use super::events::EventKind;
-use super::resources::Kind;
+use super::resources::{bound_sandbox, ClaimObject, Kind, SandboxObject};
 use super::{access, names, not_ours, waits, Lifecycle};
 use crate::client::{api_error, Action};
 use crate::error::{ErrorCode, Result};
+
+/// How long the garbage collector gets to delete what the claim or Sandbox
+/// controls before `destroy` deletes it itself.
+const COLLECTOR_GRACE: Duration = Duration::from_secs(2);
 
 impl Lifecycle {
     /// Deletes the claim (warm-pool mode) or Sandbox and waits until it, its
@@ -29,30 +35,39 @@ impl Lifecycle {
     /// the owner is gone at once, so any such pod is an orphan the collector
     /// removes. Many destroys at once also finish sooner.
     ///
-    /// The Sandbox (warm-pool mode) and the pod are then deleted here too,
-    /// not left to the garbage collector alone: after an API server restart
-    /// the collector acts only once its informers have relisted, which took
-    /// 6–46 s after a 5 s outage on the local cluster, and the sandbox kept
-    /// running all that time. Each is deleted only while its controller
-    /// owner is the object just deleted, and with a UID precondition, so a
-    /// replacement of the same name is never touched.
+    /// The Sandbox (warm-pool mode) and the pod are deleted here too when
+    /// they are still there after [`COLLECTOR_GRACE`]: after an API server
+    /// restart the collector acts only once its informers have relisted,
+    /// which took 6–46 s after a 5 s outage on the local cluster, and the
+    /// sandbox kept running all that time. Normally the collector is done
+    /// well within the grace, and a destroy costs one request. Each is
+    /// deleted only while its controller owner is the object deleted before
+    /// it, and with a UID precondition, so a replacement of the same name is
+    /// never touched.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let kind = self.kind();
-        let Some(obj) = self.get::<Value, Value>(kind, ns, &id.name).await? else { return Ok(()) };
-        if !names::owned_by(&obj.metadata, actor_id) {
+        self.caches.start(self.warm());
+        let (meta, bound) = if self.warm() {
+            let claim: Option<ClaimObject> = self.read(&self.caches.claims, kind, ns, &id.name).await?;
+            let Some(claim) = claim else { return Ok(()) };
+            let bound = bound_sandbox(&claim).map(str::to_owned);
+            (claim.metadata, bound)
+        } else {
+            let sandbox: Option<SandboxObject> = self.read(&self.caches.sandboxes, kind, ns, &id.name).await?;
+            let Some(sandbox) = sandbox else { return Ok(()) };
+            (sandbox.metadata, None)
+        };
+        if !names::owned_by(&meta, actor_id) {
             return Err(not_ours(kind, &id));
         }
         let mut gone = vec![(kind, id.name.clone())];
-        if self.warm() {
-            let bound = obj.status.as_ref().and_then(|s| s.pointer("/sandbox/name")).and_then(Value::as_str);
-            if let Some(sandbox) = bound.filter(|n| !n.is_empty()) {
-                gone.push((Kind::Sandbox, sandbox.to_string()));
-            }
+        if let Some(sandbox) = bound {
+            gone.push((Kind::Sandbox, sandbox));
         }
-        access::require(&self.client, ns, &format!("destroy {id}"), &access::destroy(kind)).await?;
+        self.require(&format!("destroy {id}"), &access::destroy(kind)).await?;
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
         let action = Action { verb: "delete", resource: kind.resource(), name: Some(&id.name), namespace: ns };
         match api.delete(&id.name, &DeleteParams::background()).await {
@@ -64,24 +79,38 @@ impl Lifecycle {
                 }
             }
         }
-        // The claim controls the Sandbox, the Sandbox its pod of the same name.
-        let sandbox = &gone.last().expect("the object itself").1;
-        let pods = ApiResource::erase::<Pod>(&());
-        let mut dependents = vec![(pods, "pods")];
-        if gone.len() > 1 {
-            dependents.insert(0, (Kind::Sandbox.api_resource(), Kind::Sandbox.resource()));
+        let deadline = self.deadline();
+        let collected = self.wait_gone(&gone, deadline.min(Instant::now() + COLLECTOR_GRACE)).await;
+        match collected {
+            Ok(()) => {}
+            Err(e) if e.code == ErrorCode::Timeout && Instant::now() < deadline => {
+                self.delete_dependents(&meta, gone.len() > 1, ns, &gone.last().expect("the object itself").1).await?;
+                self.wait_gone(&gone, deadline).await?;
+            }
+            Err(e) => return Err(e),
         }
-        let mut owner = obj.metadata.uid.clone();
-        for (resource, plural) in &dependents {
-            let Some(uid) = owner else { break };
-            owner = self.delete_controlled(resource, plural, ns, sandbox, &uid).await?;
-        }
-        self.wait_gone(&gone, ns, self.deadline()).await?;
         self.forget_fresh(&id);
         if let Some(ttl) = &self.ttl {
             ttl.forget(&id.to_string());
         }
         ev.emit(EventKind::Deleted, gone.last().map(|(_, n)| n.as_str()), None, None);
+        Ok(())
+    }
+
+    /// Deletes what the garbage collector should have: the claim's Sandbox
+    /// (`sandbox_too`), then the Sandbox's pod, both named `name`, each only
+    /// while controlled by the object deleted before it (`owner` first).
+    async fn delete_dependents(&self, owner: &ObjectMeta, sandbox_too: bool, ns: &str, name: &str) -> Result<()> {
+        let pods = ApiResource::erase::<Pod>(&());
+        let mut dependents = vec![(pods, "pods")];
+        if sandbox_too {
+            dependents.insert(0, (Kind::Sandbox.api_resource(), Kind::Sandbox.resource()));
+        }
+        let mut owner = owner.uid.clone();
+        for (resource, plural) in &dependents {
+            let Some(uid) = owner else { break };
+            owner = self.delete_controlled(resource, plural, ns, name, &uid).await?;
+        }
         Ok(())
     }
 
@@ -116,15 +145,15 @@ impl Lifecycle {
 
     /// Waits until every listed object (and, for Sandboxes, the pod of the
     /// same name) no longer exists.
-    pub(super) async fn wait_gone(&self, objects: &[(Kind, String)], ns: &str, deadline: Instant) -> Result<()> {
+    pub(super) async fn wait_gone(&self, objects: &[(Kind, String)], deadline: Instant) -> Result<()> {
         let exists = |s: BoxStream<'static, Result<bool>>, i: usize| s.map_ok(move |e| (i, e)).boxed();
         let mut streams: Vec<BoxStream<'static, Result<bool>>> = Vec::new();
         for (kind, name) in objects {
-            let objects = waits::watch_named(kind.api::<Value, Value>(&self.client, ns), name, kind.resource());
-            streams.push(objects.map_ok(|o| o.is_some()).boxed());
-            if *kind == Kind::Sandbox {
-                let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-                streams.push(waits::watch_named(pods, name, "pods").map_ok(|p| p.is_some()).boxed());
+            if *kind == Kind::SandboxClaim {
+                streams.push(present(self.caches.claims.watch_named(name, None)));
+            } else {
+                streams.push(present(self.caches.sandboxes.watch_named(name, None)));
+                streams.push(present(self.caches.pods.watch_named(name, None)));
             }
         }
         let total = streams.len();
@@ -151,4 +180,9 @@ impl Lifecycle {
         )
         .await
     }
+}
+
+/// Whether the watched object exists, update by update.
+fn present<K: Send + 'static>(updates: BoxStream<'static, Result<Option<K>>>) -> BoxStream<'static, Result<bool>> {
+    updates.map_ok(|o| o.is_some()).boxed()
 }

@@ -7,11 +7,13 @@
 //! and [`ttl`] (the `ttlSeconds` backstop and the `touch` that moves it).
 //! - `access`: permission checks before a call changes anything.
 //! - [`readiness`]: pure decisions on observed objects; [`waits`]: waiting on
-//!   watched objects until a decision.
+//!   watched objects until a decision; [`caches`]: the shared watches those
+//!   waits subscribe to, and the cache reconnects read.
 //! - [`manifest`], [`names`], [`resources`]: what we create and read;
 //!   `preflight`: the warm pool's template check; [`events`]: progress.
 
 mod access;
+pub mod caches;
 mod connect;
 mod create;
 mod destroy;
@@ -35,7 +37,9 @@ use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use caches::Caches;
 use events::Emitter;
 pub use events::{Event, EventKind, EventSink};
 use names::SandboxId;
@@ -43,6 +47,7 @@ use preflight::PoolCheck;
 use resources::Kind;
 use ttl::Ttl;
 
+use crate::client::informer::Informer;
 use crate::client::{api_error, Action, Connection};
 use crate::config::{Mode, ProviderConfig};
 use crate::error::{Error, ErrorCode, Result};
@@ -74,19 +79,41 @@ pub struct Lifecycle {
     /// that checks the owner: only that actor's connect takes the entry); a
     /// claim's first connect also reports `adopted` / `cold_start` and
     /// follows the claim with a watch from the start.
-    fresh: Mutex<HashMap<String, String>>,
+    fresh: Mutex<HashMap<String, Fresh>>,
+    /// The shared watches of the namespace.
+    caches: Caches,
+    /// The permission review, shared by the calls of a short while.
+    rules: access::RulesCache,
     pool_check: PoolCheck,
     /// The connection's transport warning, until the first call's emitter
     /// has reported it (an event and a trace line, once).
     transport_warning: Mutex<Option<String>>,
 }
 
+/// A claim or Sandbox this process created and nobody connected yet.
+struct Fresh {
+    /// The actor it was created for.
+    actor: String,
+    /// Its UID: the cache may still hold a deleted object of the same name
+    /// (names derive from actor ids), which is not this one.
+    uid: Option<String>,
+}
+
 impl Lifecycle {
-    /// Lifecycle over `conn`; the namespace is the option or the client's default.
-    pub fn new(conn: &Connection, config: Arc<ProviderConfig>, sink: Option<EventSink>) -> Self {
+    /// Lifecycle over `conn`; the namespace is the option or the client's
+    /// default. Its watches end when `stop` is cancelled.
+    pub fn new(
+        conn: &Connection,
+        config: Arc<ProviderConfig>,
+        sink: Option<EventSink>,
+        stop: &CancellationToken,
+    ) -> Self {
         let namespace = config.namespace.clone().unwrap_or_else(|| conn.default_namespace.clone());
+        let warm = matches!(config.mode, Mode::WarmPool(_));
         Lifecycle {
             client: conn.client.clone(),
+            caches: Caches::new(&conn.client, &namespace, warm, stop),
+            rules: access::RulesCache::default(),
             namespace,
             ttl: config.ttl.map(Ttl::new),
             config,
@@ -140,6 +167,42 @@ impl Lifecycle {
         get_opt(Api::namespaced(self.client.clone(), ns), "pods", ns, name).await
     }
 
+    /// The object from the live cache, else by GET (404 → `None`).
+    async fn read<P, U>(
+        &self,
+        cache: &Informer<Object<P, U>>,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Object<P, U>>>
+    where
+        P: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        U: Clone + DeserializeOwned + std::fmt::Debug + Default + Send + Sync + 'static,
+    {
+        match cache.cached(name) {
+            Some(o) => Ok(Some((*o).clone())),
+            None => self.get(kind, ns, name).await,
+        }
+    }
+
+    /// The pod from the live cache, else by GET (404 → `None`).
+    async fn read_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {
+        match self.caches.pods.cached(name) {
+            Some(p) => Ok(Some((*p).clone())),
+            None => self.get_pod(ns, name).await,
+        }
+    }
+
+    /// Shared watches open now, and the lists they started so far.
+    pub fn watches(&self) -> (usize, u64) {
+        let all = [self.caches.claims.activity(), self.caches.sandboxes.activity(), self.caches.pods.activity()];
+        all.iter().fold((0, 0), |(open, lists), (running, l)| (open + usize::from(*running), lists + l))
+    }
+
+    /// The shared pod watch, for the exec engine's pod-liveness checks.
+    pub fn pod_cache(&self) -> Informer<Pod> {
+        self.caches.pods.clone()
+    }
     /// JSON merge patch; 404 → `Ok(false)`.
     async fn patch(&self, kind: Kind, ns: &str, name: &str, patch: &Value) -> Result<bool> {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &kind.api_resource());
@@ -162,24 +225,34 @@ impl Lifecycle {
         SandboxId::parse(id).ok().filter(|id| id.namespace == self.namespace)
     }
 
-    /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]); it no
-    /// longer is afterwards. Another actor's call neither gets nor takes it.
-    fn take_fresh(&self, id: &SandboxId, actor_id: &str) -> bool {
-        let Ok(mut fresh) = self.fresh.lock() else { return false };
+    /// Fails with `forbidden` when the credentials lack a verb of `needs` in
+    /// the namespace (see `access`); `op` says what was refused.
+    async fn require(&self, op: &str, needs: &[access::Need]) -> Result<()> {
+        access::require(&self.client, &self.namespace, op, needs, &self.rules).await
+    }
+
+    /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]): the
+    /// UID it was created with, if known; it no longer is fresh afterwards.
+    /// Another actor's call neither gets nor takes it.
+    fn take_fresh(&self, id: &SandboxId, actor_id: &str) -> Option<Option<String>> {
+        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = id.to_string();
-        if fresh.get(&key).is_some_and(|owner| owner == actor_id) {
-            fresh.remove(&key);
-            true
+        if fresh.get(&key).is_some_and(|f| f.actor == actor_id) {
+            fresh.remove(&key).map(|f| f.uid)
         } else {
-            false
+            None
         }
+    }
+
+    /// Records `id` as created for `actor_id` with `uid`.
+    fn mark_fresh(&self, id: &SandboxId, actor_id: &str, uid: Option<String>) {
+        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        fresh.insert(id.to_string(), Fresh { actor: actor_id.to_owned(), uid });
     }
 
     /// Forgets `id` as fresh, whoever created it (it was deleted).
     fn forget_fresh(&self, id: &SandboxId) {
-        if let Ok(mut fresh) = self.fresh.lock() {
-            fresh.remove(&id.to_string());
-        }
+        self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id.to_string());
     }
 }
 
@@ -225,7 +298,7 @@ mod tests {
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = events.clone();
         let sink: EventSink = Arc::new(move |e| seen.lock().unwrap().push(e));
-        let lifecycle = Lifecycle::new(&conn, Arc::new(config), Some(sink));
+        let lifecycle = Lifecycle::new(&conn, Arc::new(config), Some(sink), &CancellationToken::new());
         let id = SandboxId { namespace: "ns".into(), name: "sbx-1".into() };
         lifecycle.emitter(&id, "actor").emit(EventKind::Claimed, None, None, None);
         lifecycle.emitter(&id, "actor").emit(EventKind::Ready, None, None, None);

@@ -21,8 +21,8 @@ impl Lifecycle {
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let name = if self.warm() {
-            let Some(claim) = self.get::<_, _>(Kind::SandboxClaim, ns, &id.name).await? else { return Ok(()) };
-            let claim: ClaimObject = claim;
+            let claim: Option<ClaimObject> = self.read(&self.caches.claims, Kind::SandboxClaim, ns, &id.name).await?;
+            let Some(claim) = claim else { return Ok(()) };
             if !names::owned_by(&claim.metadata, actor_id) {
                 return Err(not_ours(Kind::SandboxClaim, &id));
             }
@@ -40,8 +40,8 @@ impl Lifecycle {
         } else {
             id.name.clone()
         };
-        let Some(sb) = self.get::<_, _>(Kind::Sandbox, ns, &name).await? else { return Ok(()) };
-        let sb: SandboxObject = sb;
+        let sb: Option<SandboxObject> = self.read(&self.caches.sandboxes, Kind::Sandbox, ns, &name).await?;
+        let Some(sb) = sb else { return Ok(()) };
         if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
             return Err(not_ours(Kind::Sandbox, &id));
         }
@@ -55,7 +55,7 @@ impl Lifecycle {
             _ => Value::Null,
         };
         if !patch.is_null() {
-            access::require(&self.client, ns, &format!("suspend {id}"), &access::suspend()).await?;
+            self.require(&format!("suspend {id}"), &access::suspend()).await?;
         }
         if let Some(t) = &ttl {
             manifest::merge_patch(&mut patch, t);
@@ -76,7 +76,7 @@ impl Lifecycle {
     /// Waits for `Suspended=True` at the current generation; `false` if the
     /// Sandbox is gone.
     pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
-        let mut sandboxes = waits::watch_named(Kind::Sandbox.api(&self.client, ns), name, Kind::Sandbox.resource());
+        let mut sandboxes = self.caches.sandboxes.watch_named(name, None);
         let what = format!("sandbox {ns}/{name} to finish suspending");
         let step = |sb: Option<SandboxObject>| {
             Some(match sb {

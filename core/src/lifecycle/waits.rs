@@ -1,50 +1,18 @@
 //! Waiting on objects with watches (never sleeps): each watched object is a
-//! stream of its latest state, the streams are merged, and a step function
-//! decides after every change whether the wait is over.
+//! stream of its latest state (from the provider's shared watches, see
+//! `client::informer`), the streams are merged, and a step function decides
+//! after every change whether the wait is over.
 
-use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream};
-use futures::{StreamExt, TryStreamExt};
-use kube::runtime::watcher::{self, watch_object};
-use kube::runtime::WatchStreamExt;
-use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
+use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::client::{api_error, Action, AUTH_GRACE};
+use crate::client::AUTH_GRACE;
 use crate::error::{Error, ErrorCode, Result};
 
-/// The latest state of one watched object: `Some` while it exists, `None`
-/// once it is absent (never created, or deleted).
-pub type Latest<K> = Option<K>;
-
-/// Watches the object `name` through `api` (kube-runtime's `watch_object`
-/// with its default backoff). Yields its state as listed and after every
-/// change. Transient errors are yielded too (the
-/// watcher retries with backoff); `resource` names the kind in messages.
-pub fn watch_named<K>(api: Api<K>, name: &str, resource: &'static str) -> BoxStream<'static, Result<Latest<K>>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    let namespace = api.namespace().unwrap_or_default().to_string();
-    let name_owned = name.to_string();
-    watch_object(api, name)
-        .default_backoff()
-        .map_err(move |e| watch_error(e, resource, &name_owned, &namespace))
-        .boxed()
-}
-
-fn watch_error(e: watcher::Error, resource: &'static str, name: &str, namespace: &str) -> Error {
-    let action = Action { verb: "watch", resource, name: Some(name), namespace };
-    match e {
-        watcher::Error::InitialListFailed(k) => api_error(k, Action { verb: "list", ..action }),
-        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => api_error(k, action),
-        watcher::Error::WatchError(status) => api_error(kube::Error::Api(status), action),
-        watcher::Error::NoResourceVersion => Error::internal(format!("watch {resource} {name:?}: no resourceVersion")),
-    }
-}
+pub use crate::client::informer::Latest;
 
 /// Merges tagged watch streams into one.
 pub fn merge<U: Send + 'static>(streams: Vec<BoxStream<'static, Result<U>>>) -> BoxStream<'static, Result<U>> {
