@@ -67,6 +67,11 @@ export interface ProviderStats {
   requests: Record<string, number>;
   /** Shared watches open now: at most one per kind (claims, Sandboxes, pods). */
   watches: number;
+  /**
+   * Those of them failing now (an error since their last complete list, e.g. the API server
+   * is unreachable): they list again after a backoff and serve nothing meanwhile.
+   */
+  failing: number;
   /** Lists those watches started: one each at first use, then one per recovery from an error. */
   lists: number;
 }

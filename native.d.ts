@@ -95,7 +95,7 @@ export declare class NativeProvider {
   /** Suspends the sandbox (per the `suspend` option). */
   suspend(actorId: string, id: string): Promise<void>
   /** Requests sent so far and the shared watches (see `Provider::stats`). */
-  stats(): { requests: Record<string, number>; watches: number; lists: number }
+  stats(): { requests: Record<string, number>; watches: number; failing: number; lists: number }
   /** Deletes the sandbox and waits until nothing of it is left. */
   destroy(actorId: string, id: string): Promise<void>
 }

@@ -300,6 +300,9 @@ describe("lifecycle on the local cluster", { skip }, () => {
       await withSandbox(p, "outage-new", async (newCtx, newId) => {
         apiserver("stop");
         try {
+          // Once the provider's watches know (a cache read a moment before
+          // that would serve its last state, as a GET a moment earlier would).
+          while (p.stats().failing === 0) await new Promise((r) => setTimeout(r, 20));
           const fresh = provider({ warmPool: POOL }).p;
           for (const [candidate, c, i] of [[p, ctx, id], [fresh, ctx, id], [p, newCtx, newId]]) {
             const t0 = Date.now();

@@ -39,7 +39,7 @@ test("a valid warm-pool configuration gives a plain provider object with default
   assert.equal(p.name, "agent-sandbox");
   assert.equal(p.cwd, "/workspace");
   for (const m of ["create", "connect", "suspend", "destroy"]) assert.equal(typeof p[m], "function", m);
-  assert.deepEqual(Object.keys(p).sort(), ["connect", "create", "cwd", "destroy", "name", "suspend"]);
+  assert.deepEqual(Object.keys(p).sort(), ["connect", "create", "cwd", "destroy", "name", "stats", "suspend"]);
 });
 
 test("name and cwd options are reflected on the provider", () => {

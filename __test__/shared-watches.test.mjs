@@ -165,5 +165,6 @@ describe("connects waiting across an API server restart", { skip, timeout: 600_0
     const lists = sum(cost, "list");
     assert.ok(lists >= 1 && lists <= 9, `lists for the recovery: ${lists} (${JSON.stringify(cost)})`);
     assert.ok(stats.watches <= 3, JSON.stringify(stats));
+    assert.equal(stats.failing, 0, "every watch recovered");
   });
 });

@@ -50,7 +50,7 @@ export function agentSandboxProvider(options) {
       }),
     suspend: (c, id) => callNative(async () => void (await (await open()).suspend(actorId(c), String(id)))),
     destroy: (c, id) => callNative(async () => void (await (await open()).destroy(actorId(c), String(id)))),
-    stats: () => opened?.stats() ?? { requests: {}, watches: 0, lists: 0 },
+    stats: () => opened?.stats() ?? { requests: {}, watches: 0, failing: 0, lists: 0 },
   };
 }
 

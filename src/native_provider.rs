@@ -93,7 +93,7 @@ impl NativeProvider {
     }
 
     /// Requests sent so far and the shared watches (see `Provider::stats`).
-    #[napi(ts_return_type = "{ requests: Record<string, number>; watches: number; lists: number }")]
+    #[napi(ts_return_type = "{ requests: Record<string, number>; watches: number; failing: number; lists: number }")]
     pub fn stats(&self) -> napi::Result<serde_json::Value> {
         serde_json::to_value(self.inner.stats()).map_err(|e| napi::Error::from_reason(e.to_string()))
     }

@@ -120,8 +120,8 @@ impl Provider {
     /// What this provider has cost the API server so far (for diagnostics,
     /// benchmarks and tests).
     pub fn stats(&self) -> Stats {
-        let (watches, lists) = self.lifecycle.watches();
-        Stats { requests: self.requests.snapshot(), watches, lists }
+        let (watches, failing, lists) = self.lifecycle.watches();
+        Stats { requests: self.requests.snapshot(), watches, failing, lists }
     }
 
     /// Background tasks still running (for tests and diagnostics).
@@ -159,6 +159,9 @@ pub struct Stats {
     pub requests: std::collections::BTreeMap<String, u64>,
     /// Shared watches open now (one per kind in use: claims, Sandboxes, pods).
     pub watches: usize,
+    /// Those of them failing now (an error since their last complete list:
+    /// they list again after a backoff, and serve nothing meanwhile).
+    pub failing: usize,
     /// Lists those watches have started so far (a first list, then one per
     /// recovery).
     pub lists: u64,

@@ -60,8 +60,6 @@ impl Resource {
 /// Verbs a step needs on a resource.
 pub type Need = (Resource, &'static [&'static str]);
 
-const WAIT: &[&str] = &["list", "watch"];
-
 /// What `destroy` does to the objects the claim or Sandbox controls: reads
 /// and deletes them (the Sandbox in warm-pool mode, the pod) and waits for
 /// them to go.
@@ -88,16 +86,18 @@ pub fn destroy(kind: Kind) -> Vec<Need> {
     needs
 }
 
-/// `connect` of a suspended sandbox: the resume, the readiness waits and
-/// the orphan sweep's exec.
+/// `connect` of a suspended sandbox: the resume, the readiness waits (reads
+/// from the shared watches, or GETs while they are not live) and the orphan
+/// sweep's exec.
 pub fn resume(warm: bool) -> Vec<Need> {
+    const READ: &[&str] = &["get", "list", "watch"];
     let mut needs = vec![
-        (Resource::of(Kind::Sandbox), &["patch", "list", "watch"][..]),
-        (Resource::PODS, WAIT),
+        (Resource::of(Kind::Sandbox), &["get", "patch", "list", "watch"][..]),
+        (Resource::PODS, READ),
         (Resource::PODS_EXEC, &["get", "create"][..]),
     ];
     if warm {
-        needs.push((Resource::of(Kind::SandboxClaim), WAIT));
+        needs.push((Resource::of(Kind::SandboxClaim), READ));
     }
     needs
 }
@@ -234,10 +234,10 @@ mod tests {
         assert_eq!(
             all,
             [
-                "patch, list, watch sandboxes.agents.x-k8s.io",
-                "list, watch pods",
+                "get, patch, list, watch sandboxes.agents.x-k8s.io",
+                "get, list, watch pods",
                 "get, create pods/exec",
-                "list, watch sandboxclaims.extensions.agents.x-k8s.io"
+                "get, list, watch sandboxclaims.extensions.agents.x-k8s.io"
             ]
         );
     }

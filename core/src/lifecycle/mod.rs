@@ -47,7 +47,7 @@ use preflight::PoolCheck;
 use resources::Kind;
 use ttl::Ttl;
 
-use crate::client::informer::Informer;
+use crate::client::informer::{Health, Informer};
 use crate::client::{api_error, Action, Connection};
 use crate::config::{Mode, ProviderConfig};
 use crate::error::{Error, ErrorCode, Result};
@@ -193,10 +193,19 @@ impl Lifecycle {
         }
     }
 
-    /// Shared watches open now, and the lists they started so far.
-    pub fn watches(&self) -> (usize, u64) {
-        let all = [self.caches.claims.activity(), self.caches.sandboxes.activity(), self.caches.pods.activity()];
-        all.iter().fold((0, 0), |(open, lists), (running, l)| (open + usize::from(*running), lists + l))
+    /// Shared watches open now, how many of them are failing (an error since
+    /// their last complete list), and the lists they started so far.
+    pub fn watches(&self) -> (usize, usize, u64) {
+        let (claims, sandboxes, pods) = (&self.caches.claims, &self.caches.sandboxes, &self.caches.pods);
+        let all = [
+            (claims.activity(), claims.health()),
+            (sandboxes.activity(), sandboxes.health()),
+            (pods.activity(), pods.health()),
+        ];
+        all.iter().fold((0, 0, 0), |(open, failing, lists), ((running, l), health)| {
+            let failed = *running && matches!(health, Health::Degraded(_));
+            (open + usize::from(*running), failing + usize::from(failed), lists + l)
+        })
     }
 
     /// The shared pod watch, for the exec engine's pod-liveness checks.
