@@ -133,6 +133,10 @@ fi
 			sleep "$timeout_seconds" &
 			sleep_pid=$!
 			wait "$sleep_pid" || exit 0
+			# Fired: the command dies of this TERM, and the waiter then sends
+			# its own, which must not cut the tree kill short (a child that
+			# ignores TERM would outlive the timeout without the KILL).
+			trap '' TERM
 			: >"$process_dir/t"
 			kill_roots=" $process_pid:1"
 			kill_markers=" p$process_id:"
