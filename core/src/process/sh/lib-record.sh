@@ -17,6 +17,9 @@ print_state() {
 }
 
 [ -d "$process_dir" ] && [ ! -L "$process_dir" ] && [ ! -L "$proc_root" ] && [ -O "$proc_root" ] || { echo gone; exit 0; }
+# A record that is not a regular file (a FIFO would block the read until a
+# writer comes) is no record.
+[ -f "$process_dir/p" ] || { echo gone; exit 0; }
 # `<pid> <waiter pid> <waiter start> <relay> <relay> <stdin holder or -> <cap> <started ms> <command bytes>`
 read -r process_pid waiter_pid waiter_start _ _ stdin_holder output_cap _ _ <"$process_dir/p" || { echo gone; exit 0; }
 all_digits "$process_pid" "$waiter_pid" "$waiter_start" "$output_cap" || { echo gone; exit 0; }
