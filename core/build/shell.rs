@@ -13,12 +13,12 @@
 //!    a command is refused (write it on its own line), as are here-documents
 //!    and backquotes, so that nothing here must understand them.
 //! 2. Blanks next to an unquoted `;`, `|` or `&` (operators, which end a word
-//!    by themselves) are dropped, and so is the blank in `name() {`; a
-//!    newline after `&&`, `||` or `|` (where the grammar allows a line break)
-//!    is dropped, and one after `then`, `do`, `else` or `{` standing right
-//!    after an operator or a newline (where they are reserved words that open
-//!    a body), or after `(`, becomes a space: `%0A` costs three bytes in the URL, a space
-//!    one.
+//!    by themselves) are dropped, and so is the blank in `name() {`. A
+//!    newline after an operator (`;`, `;;`, `&&`, `||`, `|`) or `(`, or
+//!    before `)`, is dropped (the grammar allows a line break there); one
+//!    after `&`, or after `then`, `do`, `else` or `{` right after an operator
+//!    or a newline (where they are reserved words that open a body), becomes
+//!    a space: `%0A` costs three bytes in the URL, a space one.
 //! 3. Names are shortened as the sources declare with `# minify: long=s …`
 //!    lines: every whole-word occurrence of `long` becomes `s`, wherever it is
 //!    (also inside quotes: `trap '… $long …'` and `eval` strings are code).
@@ -209,6 +209,19 @@ fn is_word_byte(b: u8) -> bool {
     b == b'_' || b.is_ascii_alphanumeric()
 }
 
+/// What an unquoted newline leaves to write before the next token.
+#[derive(Clone, Copy)]
+enum Break {
+    /// Nothing (the newline followed an operator).
+    None,
+    /// A newline, unless `)` comes next.
+    Newline,
+    /// A space (the newline followed `then`, `do`, `else` or `{`).
+    Space,
+    /// Nothing, or a space before another `(` (the newline followed `(`).
+    AfterOpen,
+}
+
 struct Lexer<'a> {
     src: &'a [u8],
     pos: usize,
@@ -241,7 +254,8 @@ impl Lexer<'_> {
         let mut line_start = true;
         // The last byte written was an unquoted operator (`;`, `|`, `&`).
         let mut after_op = false;
-        // `&&`, `||` or `|` ends what was written: a newline may go.
+        // An operator ends what was written: a newline after it is a
+        // linebreak the grammar allows, and may go.
         let mut continues = false;
         // The last byte written was an unquoted `)` of a subshell, a case
         // pattern or `name()`: a blank before `{` may go.
@@ -252,6 +266,8 @@ impl Lexer<'_> {
         // Where the last separator (operator, newline, `)`) ended: a `then`,
         // `do`, `else` or `{` right after one is a reserved word.
         let mut sep_end = self.out.len();
+        // What an unquoted newline left to write before the next token.
+        let mut pending = Break::None;
         let mut depth = 0usize;
         loop {
             if line_start {
@@ -274,7 +290,31 @@ impl Lexer<'_> {
                         self.line += 1;
                         continue;
                     }
-                    _ => line_start = false,
+                    next => {
+                        match pending {
+                            // Before `)` a newline is only a linebreak: `(a\n)` is `(a)`.
+                            Break::Newline if !matches!(next, None | Some(b')')) => {
+                                self.out.push(b'\n');
+                                sep_end = self.out.len();
+                            }
+                            Break::Space if next.is_some() => self.out.push(b' '),
+                            // `(` `(` is not `((`, which bash reads as arithmetic.
+                            Break::AfterOpen if next == Some(b'(') => self.out.push(b' '),
+                            // A dropped newline between two operators would
+                            // make one (`&` `&` is not `&&`): it stays.
+                            Break::None if continues && matches!(next, Some(b';' | b'|' | b'&')) => {
+                                if self.out.last() == Some(&b' ') {
+                                    self.out.pop();
+                                }
+                                self.out.push(b'\n');
+                                sep_end = self.out.len();
+                                after_op = false;
+                            }
+                            _ => {}
+                        }
+                        pending = Break::None;
+                        line_start = false;
+                    }
                 }
             }
             let Some(b) = self.peek(0) else {
@@ -309,18 +349,26 @@ impl Lexer<'_> {
                 b'\n' => {
                     self.pos += 1;
                     self.line += 1;
+                    // After a lone `&` (a background job) the newline
+                    // becomes a space: `a&b` reads as a typo of `&&`
+                    // (shellcheck SC1132).
+                    let n = self.out.len();
+                    if continues && n >= 2 && self.out[n - 1] == b'&' && self.out[n - 2] != b'&' {
+                        self.out.push(b' ');
+                    }
                     if !continues {
                         // A newline after a reserved word that opens a body
                         // is a blank: a space costs a third of `%0A`.
                         let opens = ["then", "do", "else", "{"]
                             .iter()
                             .any(|kw| self.out.ends_with(kw.as_bytes()) && self.out.len() - kw.len() == sep_end);
-                        if opens || after_open {
-                            self.out.push(b' ');
+                        pending = if opens {
+                            Break::Space
+                        } else if after_open {
+                            Break::AfterOpen
                         } else {
-                            self.out.push(b'\n');
-                            sep_end = self.out.len();
-                        }
+                            Break::Newline
+                        };
                         after_op = false;
                         after_paren = false;
                         after_open = false;
@@ -330,7 +378,7 @@ impl Lexer<'_> {
                 }
                 b';' | b'|' | b'&' => {
                     let double = self.peek(1) == Some(b);
-                    continues = (b == b'|') || (double && b != b';');
+                    continues = true;
                     self.take();
                     if double {
                         self.take();

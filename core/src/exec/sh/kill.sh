@@ -22,8 +22,8 @@
 # by the marker.
 #
 # needs: lib-proc.sh lib-private-dir.sh lib-kill.sh
-# minify: kill_mode=w grace_tenths=g shm_run_dir=D1 tmp_run_dir=D2 swept_records=H boot_time=B
-# minify: stat_key=A stat_value=b started_with_record=ok record_mtime=u start_skew=U
+# minify: kill_mode=w grace_tenths=g shm_run_dir=D1 tmp_run_dir=D2 swept_records=N boot_time=B
+# minify: stat_key=k stat_value=b started_with_record=ok record_mtime=u start_skew=J
 # minify: is_wrapper_of=wr command_line=cm add_record=ad record_pid=y is_run_id=ri id_instance=h
 # minify: dir_number=d run_dir=r run_id=i instance_id=o next_number=n record_path=F live_id=z swept_entry=E
 

@@ -15,15 +15,12 @@
 # needs: lib-proc.sh
 # minify: kill_roots=R kill_markers=M kill_pids=K parent_pairs=T tree_pids=P
 # minify: add_kill_pid=ka add_parent_pair=kp collect_kill_pids=kc signal_kill_pids=ks terminate_tree=kt
-# minify: each_pid=q stat_path=Q each_entry=x environ_text=O environ_line=el each_marker=mk tree_grew=t
-# minify: grace_waited=gw some_survived=a
+# minify: each_pid=q stat_path=Q each_entry=x environ_text=O environ_line=U each_marker=A tree_grew=t
+# minify: grace_waited=H some_survived=a
 
 # Adds pid $1 to kill_pids, once, unless it is 1 or this script.
 add_kill_pid() {
-	case " $kill_pids " in
-	*" $1 "*) ;;
-	*) [ "$1" = 1 ] || [ "$1" = "$$" ] || kill_pids="$kill_pids $1";;
-	esac
+	case " $kill_pids " in *" $1 "*) ;; *) [ "$1" = 1 ] || [ "$1" = "$$" ] || kill_pids="$kill_pids $1";; esac
 }
 
 # Called with the fields of /proc/<each_pid>/stat after the command name:
@@ -59,13 +56,10 @@ collect_kill_pids() {
 	tree_grew=1
 	while [ -n "$tree_grew" ]; do
 		tree_grew=
+		# each_entry is <pid>:<parent pid>: a child of the tree joins it.
 		for each_entry in $parent_pairs; do
-			case " $tree_pids " in
-			*" ${each_entry#*:} "*)
-				case " $tree_pids " in
-				*" ${each_entry%:*} "*) ;;
-				*) tree_pids="$tree_pids ${each_entry%:*}"; add_kill_pid "${each_entry%:*}"; tree_grew=1;;
-				esac;;
+			case " $tree_pids " in *" ${each_entry#*:} "*)
+				case " $tree_pids " in *" ${each_entry%:*} "*) ;; *) tree_pids="$tree_pids ${each_entry%:*}"; add_kill_pid "${each_entry%:*}"; tree_grew=1;; esac;;
 			esac
 		done
 	done

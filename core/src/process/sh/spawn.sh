@@ -42,20 +42,18 @@ while [ "$env_count" -gt 0 ]; do
 	env_count=$((env_count-1))
 done
 # A long command follows the fields, then the id: one cut short is not run.
-case $spawn_flags in
-*c*)
+case $spawn_flags in *c*)
 	command_text=$(head -c $((command_bytes+20)))
 	case $command_text in *"$process_id") command_text=${command_text%"$process_id"};; *) echo short; exit 0;; esac;;
 esac
 if [ -n "$work_dir" ]; then CDPATH='' cd -- "$work_dir" 2>/dev/null || { echo cwd; exit 0; }; fi
 make_private_dir "$proc_root" 2>/dev/null && mkdir -m 700 "$process_dir" 2>/dev/null || { echo rundir; exit 0; }
 if [ "$stdin_mode" = open ]; then mkfifo "$process_dir/o" "$process_dir/e" "$process_dir/0"; else mkfifo "$process_dir/o" "$process_dir/e"; fi 2>/dev/null || { rm -rf -- "$process_dir"; echo rundir; exit 0; }
+# The command's stdin: none, the FIFO for writeStdin, or the bytes sent now.
 stdin_source=/dev/null
-case $stdin_mode in
-'') ;;
+case $stdin_mode in '') ;;
 open) stdin_source=$process_dir/0;;
-*)
-	stdin_source=$process_dir/i
+*) stdin_source=$process_dir/i
 	head -c "$stdin_mode" >"$stdin_source"
 	[ "$(stat -c %s -- "$stdin_source")" = "$stdin_mode" ] || { rm -rf -- "$process_dir"; echo short; exit 0; };;
 esac
@@ -129,7 +127,7 @@ fi
 	timer_pid=
 	[ -n "$timeout_seconds" ] && {
 		(
-			trap 'kill "$sleep_pid" 2>/dev/null; exit 0' TERM
+			trap 'kill "$sleep_pid" 2>/dev/null;exit 0' TERM
 			sleep "$timeout_seconds" &
 			sleep_pid=$!
 			wait "$sleep_pid" || exit 0
@@ -148,7 +146,6 @@ fi
 	# start time come from /proc/self/stat, read by the `read` builtin, so
 	# `self` is this shell.
 	write_record() {
-		# shellcheck disable=SC2086
 		set -- ${1##*") "}
 		echo "$process_pid $waiter_pid ${20} $relay_out_pid $relay_err_pid $stdin_holder $output_cap $started_ms $command_bytes" >"$process_dir/p"
 	}
