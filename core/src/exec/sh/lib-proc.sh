@@ -23,5 +23,7 @@ read_start_time() {
 	# The fields after the command name, which may itself hold `) `.
 	set -- ${stat_line##*") "}
 	case $1 in Z|X) return 1;; esac
+	# For the caller (some only ask whether the process is alive).
+	# shellcheck disable=SC2034
 	start_time=${20}
 }
