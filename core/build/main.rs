@@ -4,6 +4,9 @@
 //! `$OUT_DIR/sh/<its path under src/>`, which the crate embeds with
 //! `include_str!` (the `in_pod_script!` macro in `exec/mod.rs`).
 
+// A build script talks to cargo on stdout (`cargo:rerun-if-changed=`).
+#![allow(clippy::print_stdout)]
+
 use std::path::{Path, PathBuf};
 
 mod shell;

@@ -9,8 +9,9 @@
 # and are found by the marker they inherited). Never pid 1 or the script
 # itself. Roots come first in kill_pids, so they are signalled first.
 #
-# Without `local` in POSIX sh these functions set every variable below; the
-# scripts keep their own state in other names.
+# Without `local` in POSIX sh these functions set every variable named in the
+# `# minify:` lines below (and lib-proc.sh's): a script that includes them
+# keeps its own state in other names.
 #
 # needs: lib-proc.sh
 # minify: kill_roots=R kill_markers=M kill_pids=K parent_pairs=T tree_pids=P
