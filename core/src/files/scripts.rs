@@ -1,7 +1,8 @@
-//! The file scripts. Paths arrive as `$1`, never spliced into the text; a
-//! path starting with `-` gets a `./` prefix so no tool takes it for an
-//! option. Our own exit codes (9x) report expected conditions; any other
-//! non-zero exit is a tool failure whose stderr becomes the error message.
+//! The file scripts (`core/src/files/sh/<name>.sh`). Paths arrive as `$1`,
+//! never spliced into the text; a path starting with `-` gets a `./` prefix
+//! so no tool takes it for an option. Our own exit codes (9x) report expected
+//! conditions; any other non-zero exit is a tool failure whose stderr becomes
+//! the error message.
 
 /// The path does not exist.
 pub const NOT_FOUND: i32 = 91;
