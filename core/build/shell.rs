@@ -11,7 +11,8 @@
 //! 1. Lines that hold only a comment, and blank lines, are dropped; leading
 //!    blanks of a line and blanks before its end are dropped. A comment after
 //!    a command is refused (write it on its own line), as are here-documents
-//!    and backquotes, so that nothing here must understand them.
+//!    and backquotes, so that nothing here must understand them, and carriage
+//!    returns (a CRLF checkout).
 //! 2. Blanks next to an unquoted `;`, `|` or `&` (operators, which end a word
 //!    by themselves) are dropped, and so is the blank in `name() {`. A
 //!    newline after an operator (`;`, `;;`, `&&`, `||`, `|`) or `(`, or
@@ -144,6 +145,11 @@ fn is_name(s: &str) -> bool {
 
 /// The text to send for a composed source (see the module docs).
 pub fn minify(source: &str) -> Result<String, String> {
+    if source.contains('\r') {
+        // A checkout with CRLF line ends (core.autocrlf): the shell would
+        // take each CR for part of a word.
+        return Err("a carriage return: the sources must have LF line ends (.gitattributes)".to_owned());
+    }
     let map = renames(source)?;
     let mut lexer = Lexer { src: source.as_bytes(), pos: 0, out: Vec::with_capacity(source.len()), line: 1 };
     lexer.code(None)?;

@@ -91,6 +91,7 @@ fn what_it_does_not_understand_it_refuses() {
     assert!(refused("echo \"open").contains("double quote"));
     assert!(refused("echo $(open").contains("`$(` is not closed"));
     assert!(refused("a;# comment").contains("comment after a command"));
+    assert!(refused("a\r\nb\r\n").contains("carriage return"));
 }
 
 #[test]
