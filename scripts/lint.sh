@@ -3,7 +3,8 @@
 # Rust formatting, clippy (the lints in Cargo.toml, warnings as errors) and
 # rustdoc's link checks, cargo deny (deny.toml: licenses, bans, sources;
 # advisories where RustSec's database can be fetched), the release workflow's
-# supply-chain rules, shellcheck of the project's scripts, gofmt, go vet and nodeexec's unit tests for the local
+# supply-chain rules, shellcheck of the project's scripts and (with dash -n)
+# of the in-pod scripts' sources, gofmt, go vet and nodeexec's unit tests for the local
 # control plane, and tsc over js/ (checkJs) and the type-level test of
 # index.d.ts. Fails on the first problem.
 set -euo pipefail
@@ -11,8 +12,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/cargo-env.sh
 source scripts/lib/shellcheck.sh
 
-echo "lint: shellcheck (the project's scripts; the in-pod ones: core/tests/shell_scripts.rs)"
+echo "lint: shellcheck (the project's scripts and the local control plane's, dev/cluster)"
 "$SHELLCHECK" -S warning scripts/*.sh scripts/lib/*.sh dev/cluster/*.sh .ci/run
+echo "lint: the in-pod scripts, each file on its own (shellcheck -s sh, dash -n)"
+# A library sets variables its scripts read (SC2034) and a script reads
+# variables its libraries set (SC2154): those two are checked on the scripts
+# as composed and as sent, by core/tests/shell_scripts.rs.
+"$SHELLCHECK" -s sh -S warning -e SC2034,SC2154 core/src/*/sh/*.sh
+for script in core/src/*/sh/*.sh; do dash -n "$script"; done
 echo "lint: rustfmt"
 cargo fmt --all --check
 echo "lint: clippy"

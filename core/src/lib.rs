@@ -17,6 +17,14 @@
 //!   binding exposes.
 //! - [`trace`](mod@trace): `AGENT_SANDBOX_LOG=debug` tracing on stderr (no secrets).
 
+/// An in-pod script as sent: `core/src/<path>` composed with the libraries it
+/// needs and minified by the build script (`core/build/`).
+macro_rules! in_pod_script {
+    ($path:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/sh/", $path))
+    };
+}
+
 pub mod args;
 pub mod client;
 pub mod config;

@@ -195,6 +195,32 @@ async fn forged_process_records_are_bounded_and_no_exit() {
     }
 }
 
+/// A process record the sandbox replaced by a FIFO would block the reading
+/// scripts (a FIFO opens only once a writer comes): poll, wait, stdin and
+/// signal answer for a record that is not a regular file as for none.
+#[tokio::test]
+async fn a_process_record_replaced_by_a_fifo_holds_no_call() {
+    for shell in SHELLS {
+        let dir = common::scratch("proc-fifo");
+        let engine = engine(&dir, shell);
+        let p =
+            process::spawn(&engine, target(), &Call::default(), SpawnRequest::new("sleep 30", dir.to_str().unwrap()))
+                .await
+                .unwrap();
+        let record = dir.join(".agent-sandbox/proc").join(&p.id).join("p");
+        std::fs::remove_file(&record).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&record).status().unwrap().success());
+        let call = Call { cancel: CancellationToken::new(), timeout: Some(Duration::from_secs(20)) };
+        let poll = process::poll(&engine, target(), &call, &p.id, None).await.unwrap();
+        assert!(poll.exit.is_some_and(|e| e.lost), "{shell:?}: {poll:?}");
+        let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
+        assert!(exit.lost, "{shell:?}: {exit:?}");
+        // An unknown process is nothing to signal.
+        process::kill(&engine, target(), &call, &p.id, Kill::Terminate).await.unwrap();
+        std::process::Command::new("kill").args(["-9", &p.pid.to_string()]).status().unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_process_that_ignores_term_is_ended_by_kill() {
     let dir = common::scratch("kill-term");

@@ -1,15 +1,20 @@
-//! Ranged `read_file` over [`common::LocalRuntime`] (the real file script):
-//! pages that add up to the file, ranges at and past the end, a range deep
-//! into a sparse file that is not read up to it, and the limit applied to
-//! what would be returned. `__test__/files.test.mjs` tests the same against
-//! the cluster.
+//! The file scripts over [`common::LocalRuntime`] (the real scripts, run by
+//! this machine's dash): ranged `read_file` (pages that add up to the file,
+//! ranges at and past the end, a range deep into a sparse file that is not
+//! read up to it, the limit applied to what would be returned), and
+//! `write_file`, `mkdir`, `stat`, `readdir`, `exists` and `remove` with their
+//! error codes, names starting with `-`, symlinks and odd bytes.
+//! `__test__/files.test.mjs` tests the same against the cluster.
 
 mod common;
 
 use common::{local_engine, target};
 use sandbox_core::args::ByteRange;
+use std::os::unix::fs::PermissionsExt;
+
+use bytes::Bytes;
 use sandbox_core::exec::{Call, ExecEngine};
-use sandbox_core::files;
+use sandbox_core::files::{self, RemoveOptions};
 use sandbox_core::ErrorCode;
 
 async fn read(
@@ -93,4 +98,134 @@ async fn a_range_at_the_end_of_a_sparse_terabyte_reads_only_the_range() {
     .unwrap();
     assert_eq!(&got[..6], b"needle");
     assert_eq!(got.len(), 4096);
+}
+
+fn p(path: &std::path::Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[tokio::test]
+async fn write_replaces_whole_files_keeps_their_mode_and_writes_through_symlinks() {
+    let (engine, dir) = local_engine("f-write");
+    let call = Call::default();
+    let file = dir.join("-a file");
+    let data: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    files::write_file(&engine, target(), &call, p(&file), Bytes::from(data.clone())).await.unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), data);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o751)).unwrap();
+    files::write_file(&engine, target(), &call, p(&file), Bytes::from_static(b"")).await.unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o751);
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    files::write_file(&engine, target(), &call, p(&link), Bytes::from_static(b"via link")).await.unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"via link");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    let e = files::write_file(&engine, target(), &call, p(&dir), Bytes::from_static(b"x")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::IsDirectory);
+    let e = files::write_file(&engine, target(), &call, p(&dir.join("no/such")), Bytes::from_static(b"x")).await;
+    assert_eq!(e.unwrap_err().code, ErrorCode::NotFound);
+    // No temporary file is left behind.
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!names.iter().any(|n| n.to_string_lossy().contains("agent-sandbox-write")), "{names:?}");
+}
+
+#[tokio::test]
+async fn mkdir_makes_parents_and_is_idempotent_but_not_over_a_file() {
+    let (engine, dir) = local_engine("f-mkdir");
+    let call = Call::default();
+    let deep = dir.join("-a/b c/d");
+    files::mkdir(&engine, target(), &call, p(&deep)).await.unwrap();
+    files::mkdir(&engine, target(), &call, p(&deep)).await.unwrap();
+    assert!(deep.is_dir());
+    std::fs::write(dir.join("f"), b"").unwrap();
+    let e = files::mkdir(&engine, target(), &call, p(&dir.join("f"))).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest);
+}
+
+#[tokio::test]
+async fn stat_follows_symlinks_and_says_it_did() {
+    let (engine, dir) = local_engine("f-stat");
+    let call = Call::default();
+    let file = dir.join("f");
+    std::fs::write(&file, b"12345").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let s = files::stat(&engine, target(), &call, p(&file)).await.unwrap();
+    assert!(s.is_file && !s.is_directory && !s.is_symbolic_link);
+    assert_eq!((s.size, s.mode, s.kind), (5, 0o100640, "file"));
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let mtime_ms = mtime.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as f64;
+    assert!((s.mtime_ms - mtime_ms).abs() <= 1.0, "{} {mtime_ms}", s.mtime_ms);
+    std::os::unix::fs::symlink(&dir, dir.join("-link")).unwrap();
+    let s = files::stat(&engine, target(), &call, p(&dir.join("-link"))).await.unwrap();
+    assert!(s.is_directory && s.is_symbolic_link && s.kind == "directory");
+    let e = files::stat(&engine, target(), &call, p(&dir.join("missing"))).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn readdir_lists_every_name_once_dotfiles_and_dangling_links_included() {
+    let (engine, dir) = local_engine("f-readdir");
+    let call = Call::default();
+    let list = dir.join("-list");
+    std::fs::create_dir(&list).unwrap();
+    assert!(files::readdir(&engine, target(), &call, p(&list)).await.unwrap().is_empty());
+    let odd = "new\nline \\ * ' \" $x";
+    for name in [".hidden", "-dash", "plain", odd, "*"] {
+        std::fs::write(list.join(name), b"").unwrap();
+    }
+    std::fs::create_dir(list.join("sub")).unwrap();
+    std::os::unix::fs::symlink("nowhere", list.join("dangling")).unwrap();
+    let mut names: Vec<String> = files::readdir(&engine, target(), &call, p(&list))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| String::from_utf8(n).unwrap())
+        .collect();
+    names.sort();
+    let mut want = vec![".hidden", "-dash", "plain", odd, "*", "sub", "dangling"];
+    want.sort();
+    assert_eq!(names, want);
+    let e = files::readdir(&engine, target(), &call, p(&list.join("plain"))).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest);
+    let e = files::readdir(&engine, target(), &call, p(&dir.join("missing"))).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn exists_follows_symlinks() {
+    let (engine, dir) = local_engine("f-exists");
+    let call = Call::default();
+    std::fs::write(dir.join("-f"), b"").unwrap();
+    std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+    assert!(files::exists(&engine, target(), &call, p(&dir.join("-f"))).await.unwrap());
+    assert!(files::exists(&engine, target(), &call, p(&dir)).await.unwrap());
+    assert!(!files::exists(&engine, target(), &call, p(&dir.join("dangling"))).await.unwrap());
+    assert!(!files::exists(&engine, target(), &call, p(&dir.join("missing"))).await.unwrap());
+}
+
+#[tokio::test]
+async fn remove_is_like_fs_rm() {
+    let (engine, dir) = local_engine("f-remove");
+    let call = Call::default();
+    let plain = RemoveOptions::default();
+    let recursive = RemoveOptions { recursive: true, force: false };
+    let force = RemoveOptions { recursive: false, force: true };
+    let e = files::remove(&engine, target(), &call, p(&dir.join("missing")), plain).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    files::remove(&engine, target(), &call, p(&dir.join("missing")), force).await.unwrap();
+    let tree = dir.join("-tree");
+    std::fs::create_dir_all(tree.join("a/b")).unwrap();
+    std::fs::write(tree.join("a/b/f"), b"x").unwrap();
+    let e = files::remove(&engine, target(), &call, p(&tree), plain).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::IsDirectory);
+    // A symlink to a directory is removed, not the directory.
+    std::os::unix::fs::symlink(&tree, dir.join("link")).unwrap();
+    files::remove(&engine, target(), &call, p(&dir.join("link")), plain).await.unwrap();
+    assert!(tree.join("a/b/f").exists() && !dir.join("link").exists());
+    std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+    files::remove(&engine, target(), &call, p(&dir.join("dangling")), plain).await.unwrap();
+    assert!(std::fs::symlink_metadata(dir.join("dangling")).is_err());
+    files::remove(&engine, target(), &call, p(&tree), recursive).await.unwrap();
+    assert!(!tree.exists());
 }

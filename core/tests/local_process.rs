@@ -245,6 +245,32 @@ async fn the_timeout_is_enforced_in_the_sandbox() {
     assert_eq!(out, "started\n");
 }
 
+/// The timer's tree kill outlives the command: a command that dies of the
+/// TERM ends its waiter's wait, and the waiter's ending the timer must not
+/// cut the grace short and skip the KILL of a child that ignores TERM.
+#[tokio::test]
+async fn the_timeout_kills_a_term_ignoring_child_of_a_command_that_dies_of_term() {
+    let (engine, dir) = local_engine("p-timeout-child");
+    let mut req = spawn_req("(trap '' TERM; exec sleep 100) & echo $! >child; wait", &dir);
+    req.timeout = Some(Duration::from_millis(300));
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
+    let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
+    assert!(exit.timed_out);
+    let child: u32 = std::fs::read_to_string(dir.join("child")).unwrap().trim().parse().unwrap();
+    // KILL comes after the 2 s grace: give it ample time, then look.
+    for _ in 0..200 {
+        if !alive(child) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let survived = alive(child);
+    if survived {
+        std::process::Command::new("kill").args(["-9", &child.to_string()]).status().unwrap();
+    }
+    assert!(!survived, "the child that ignores TERM outlived the timeout");
+}
+
 #[tokio::test]
 async fn a_process_whose_waiter_died_is_lost() {
     let (engine, dir) = local_engine("p-lost");

@@ -25,22 +25,6 @@ pub const SHELL: &str = "/bin/sh";
 /// spawned process (`<id>:`), so a kill finds them after their parent died.
 pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 
-/// Reads one request field from stdin into `v` (see [`push_field`]): a line
-/// with the field's line count, then that many lines. Only the `read`
-/// builtin, so a short command costs no process start; `read` takes one
-/// byte per system call from a pipe, about a millisecond per KiB, which is
-/// why commands over [`INLINE_COMMAND_MAX`] come with `head -c` instead.
-/// `N` is a newline; `gn` and `gl` are its own.
-macro_rules! field_lib {
-    () => {
-        r#"N='
-'
-g(){ IFS= read -r gn||return 1;case $gn in ''|*[!0-9]*) return 1;;esac;v=;while [ "$gn" -gt 0 ];do IFS= read -r gl||return 1;v=$v$gl;gn=$((gn-1));[ "$gn" -eq 0 ]||v=$v$N;done;}
-"#
-    };
-}
-pub(crate) use field_lib;
-
 /// The wrapper around a user command.
 ///
 /// `$1` run id, `$2` stdin byte count (empty: no stdin), `$3` cleanup bound
@@ -66,61 +50,18 @@ pub(crate) use field_lib;
 /// connection is never run (`short` trailer, as for fields cut short).
 /// Then it is one argument of `eval`, as long as the shell takes.
 ///
-/// The command runs in a subshell of the wrapper: `eval` of the command text
-/// behind a fixed prefix that applies the env pairs (`export`, after which a
-/// user `PATH` no longer matters: only builtins follow) and clears the
-/// wrapper's variables, the secret included, and functions. A subshell is a
-/// fork, not a program start, so `$$` is still the wrapper's pid and `exit`,
-/// traps, `exec` and redirections of the command behave as in `sh -c`. The
-/// wrapper's own shell waits for it and then writes the trailer (see
-/// [`super::trailer`]) with the secret, which the command never had: a
-/// command that prints a trailer of its own (its run id is visible to it) is
-/// output, not the end. The one visible difference from `sh -c`: dash
-/// prefixes error messages of `eval`ed code with `eval: ` (`sh: 1: eval: foo:
-/// not found`). `cwd`, `short` and `rundir` trailers report a command that was
-/// never started; the engine ends the exec at the trailers, so children the
-/// command left behind (`server &`) keep running without holding the call.
-///
-/// Run records live in a directory the wrapper makes private (mode 700) and
-/// uses only when it is a real directory owned by the running user, not a
-/// symlink: a sandbox that points `.agent-sandbox/run` elsewhere gets the
-/// other place (or `rundir`), never records written into its workspace.
-///
-/// Stdin: the command gets it through `head -c <count>`, so it sees EOF after
-/// exactly the bytes we send, on v4 servers (which cannot signal EOF) as on
-/// v5; a `cat` in the EXIT trap of the command's subshell then drains what
-/// the command left unread, also after its `exit` (otherwise the server
-/// closes its socket with stdin bytes pending, the kernel answers with a
-/// reset, and the trailers and status are lost). Without stdin, the
-/// command's stdin is /dev/null.
-///
-/// A cleanup bound `K` makes the wrapper remove, in the background, the
-/// records of this engine's runs numbered below `K` (all finished): the
-/// engine asks for it every few hundred runs so records do not pile up.
-pub const WRAPPER: &str = concat!(
-    field_lib!(),
-    r#"i=$1;n=$2;k=$3;L=$4;j=$5
-IFS= read -r s||exit 1
-case $s in ''|*[!0-9a-f]*) exit 1;;esac
-t(){ printf '\036asb %s %s\n' "$s" "$1";printf '\036asb %s %s\n' "$s" "$1" >&2;}
-g||{ t short;exit 0;};w=$v
-g||{ t short;exit 0;};c=$v
-set --;while [ "$j" -gt 0 ];do g||{ t short;exit 0;};set -- "$@" "$v";j=$((j-1));done
-o(){ for x in "${1%/run}" "$1";do { [ -d "$x" ]&&[ ! -L "$x" ];}||mkdir -m 700 "$x"||return 1;[ ! -L "$x" ]&&[ -O "$x" ]||return 1;done;}
-q(){ b=$1;p=${i%.*};set --;for x in "$r/$p".*;do y=${x##*/};y=${y#"$p".};y=${y%.k};case $y in ''|*[!0-9]*) continue;;esac;[ "$y" -lt "$b" ]&&set -- "$@" "$x";done;[ $# -gt 0 ]&&rm -f -- "$@" </dev/null >/dev/null 2>&1 &}
-r=/dev/shm/.agent-sandbox/run
-{ o "$r"||{ r=${TMPDIR:-/tmp}/.agent-sandbox/run;o "$r";};} 2>/dev/null||{ t rundir;exit 0;}
-f=$r/$i;{ echo $$ >"$f";} 2>/dev/null||{ t rundir;exit 0;}
-[ -n "$L" ]&&{ c=$(head -c "$L");case $c in *"$i") c=${c%"$i"};; *) t short;exit 0;;esac;}
-if [ -n "$w" ];then CDPATH='' cd -- "$w" 2>/dev/null||{ t cwd;exit 0;};fi
-[ -n "$k" ]&&q "$k"
-[ -e "$f.k" ]&&{ t 137;exit 137;}
-export AGENT_SANDBOX_RUN=$i:
-if [ -n "$n" ];then head -c "$n"|(trap 'command -p cat >/dev/null' EXIT;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i j k n p r s v w x y gl gn L N;unset -f g t o q;$c")
-else (exec </dev/null;eval "[ \$# -eq 0 ]||export \"\$@\";set --;unset -v b c f i j k n p r s v w x y gl gn L N;unset -f g t o q;$c")
-fi
-e=$?;t "$e";exit "$e""#
-);
+/// The script, `core/src/exec/sh/wrapper.sh`, says how and why: the command
+/// runs in a subshell (as in `sh -c`, but without the wrapper's variables, the
+/// secret among them) and the wrapper then writes the trailer (see
+/// [`super::trailer`]) with the secret, which the command never had; `cwd`,
+/// `short` and `rundir` trailers report a command that was never started.
+/// The engine ends the exec at the trailers, so children the command left
+/// behind (`server &`) keep running without holding the call. Stdin reaches
+/// the command through `head -c <count>` (EOF after exactly the bytes sent,
+/// on v4 servers too), else it is /dev/null. A cleanup bound `K` makes the
+/// wrapper remove, in the background, the records of this engine's runs
+/// numbered below `K`.
+pub const WRAPPER: &str = in_pod_script!("exec/sh/wrapper.sh");
 
 /// `argv` for `/bin/sh -c <script> sh <args…>`; `$0` is `sh` so the shell's
 /// own messages read naturally.

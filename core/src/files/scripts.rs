@@ -1,7 +1,8 @@
-//! The file scripts. Paths arrive as `$1`, never spliced into the text; a
-//! path starting with `-` gets a `./` prefix so no tool takes it for an
-//! option. Our own exit codes (9x) report expected conditions; any other
-//! non-zero exit is a tool failure whose stderr becomes the error message.
+//! The file scripts (`core/src/files/sh/<name>.sh`). Paths arrive as `$1`,
+//! never spliced into the text; a path starting with `-` gets a `./` prefix
+//! so no tool takes it for an option. Our own exit codes (9x) report expected
+//! conditions; any other non-zero exit is a tool failure whose stderr becomes
+//! the error message.
 
 /// The path does not exist.
 pub const NOT_FOUND: i32 = 91;
@@ -24,19 +25,7 @@ pub const NOT_REGULAR: i32 = 96;
 /// read; a file that grows past the limit while it is read is stopped by the
 /// engine. `tail -c +N` seeks in a regular file (GNU tail), so a range deep
 /// into a large or sparse file costs no read of what comes before it.
-pub const READ: &str = r#"p=$1;o=$3;case $p in -*) p=./$p;;esac
-[ -d "$p" ]&&exit 92
-[ -e "$p" ]||exit 91
-[ -f "$p" ]||exit 96
-s=$(stat -L -c %s -- "$p" 2>/dev/null||wc -c <"$p")||exit 1
-echo "$s"
-case $s in ''|*[!0-9]*) exit 1;;esac
-[ "$o" -ge "$s" ]&&exit 0
-r=$((s-o));[ -n "$4" ]&&[ "$4" -lt "$r" ]&&r=$4
-[ "$r" -gt "$2" ]&&exit 94
-[ "$o" -eq 0 ]&&[ -z "$4" ]&&exec cat -- "$p"
-exec <"$p"||exit 1
-tail -c +$((o+1))|head -c "$r""#;
+pub const READ: &str = in_pod_script!("files/sh/read.sh");
 
 /// `$1` path, `$2` byte count on stdin. Writes a temp file next to the target
 /// (same filesystem; its name does not grow with the target's, so a
@@ -44,48 +33,24 @@ tail -c +$((o+1))|head -c "$r""#;
 /// renames it over the target: readers never see a partial file. A symlink
 /// is written through, like `fs.writeFile`. `head -c` gives EOF after exactly
 /// `$2` bytes (see the exec runtime's note on stdin).
-pub const WRITE: &str = r#"p=$1;n=$2;case $p in -*) p=./$p;;esac
-if [ -L "$p" ];then t=$(readlink -f -- "$p")&&p=$t;fi
-[ -d "$p" ]&&exit 92
-case $p in */*) d=${p%/*};d=${d:-/};;*) d=.;;esac
-[ -d "$d" ]||exit 91
-t=$d/.agent-sandbox-write.$$.tmp
-if [ "$n" -gt 0 ];then head -c "$n" >"$t";else : >"$t";fi||{ rm -f -- "$t";exit 1;}
-s=$(stat -c %s -- "$t" 2>/dev/null||wc -c <"$t")
-[ "$s" = "$n" ]||{ rm -f -- "$t";exit 95;}
-[ -f "$p" ]&&chmod --reference="$p" -- "$t" 2>/dev/null
-mv -f -- "$t" "$p"||{ rm -f -- "$t";exit 1;}"#;
+pub const WRITE: &str = in_pod_script!("files/sh/write.sh");
 
 /// `$1` path. `mkdir -p`: idempotent, creates parents.
-pub const MKDIR: &str = r#"p=$1;case $p in -*) p=./$p;;esac
-[ -d "$p" ]&&exit 0
-[ -e "$p" ]&&exit 93
-mkdir -p -- "$p""#;
+pub const MKDIR: &str = in_pod_script!("files/sh/mkdir.sh");
 
 /// `$1` path. Prints `<is-symlink 0|1> <st_mode hex> <size> <mtime seconds[.ms]>`
 /// about the path's target (symlinks followed, like `fs.stat`).
-pub const STAT: &str = r#"p=$1;case $p in -*) p=./$p;;esac
-[ -e "$p" ]||exit 91
-[ -L "$p" ]&&printf '1 '||printf '0 '
-stat -L -c '%f %s %.3Y' -- "$p" 2>/dev/null||stat -L -c '%f %s %Y' -- "$p""#;
+pub const STAT: &str = in_pod_script!("files/sh/stat.sh");
 
 /// `$1` path, `$2` most entries to print. Prints each entry name followed
 /// by NUL (names may hold any byte but NUL and `/`). A glob in the directory
 /// itself: no `find -printf` or `ls` parsing needed, and no path prefix to
 /// strip.
-pub const READDIR: &str = r#"p=$1;m=$2;case $p in -*) p=./$p;;esac
-[ -e "$p" ]||exit 91
-[ -d "$p" ]||exit 93
-cd -- "$p"||exit 1
-for f in * .*;do case $f in .|..) continue;;esac;[ -e "$f" ]||[ -L "$f" ]||continue;printf '%s\0' "$f";m=$((m-1));[ "$m" -gt 0 ]||break;done"#;
+pub const READDIR: &str = in_pod_script!("files/sh/readdir.sh");
 
 /// `$1` path. Exit 0 if it exists (symlinks followed), [`NOT_FOUND`] if not.
-pub const EXISTS: &str = r#"p=$1;case $p in -*) p=./$p;;esac
-[ -e "$p" ]||exit 91"#;
+pub const EXISTS: &str = in_pod_script!("files/sh/exists.sh");
 
 /// `$1` path, `$2` recursive (`1`/`0`), `$3` force (`1`/`0`), like `fs.rm`:
 /// a missing path is an error unless forced, a directory needs recursive.
-pub const REMOVE: &str = r#"p=$1;case $p in -*) p=./$p;;esac
-if [ ! -e "$p" ]&&[ ! -L "$p" ];then [ "$3" = 1 ]&&exit 0;exit 91;fi
-[ -d "$p" ]&&[ ! -L "$p" ]&&[ "$2" != 1 ]&&exit 92
-rm -rf -- "$p""#;
+pub const REMOVE: &str = in_pod_script!("files/sh/remove.sh");

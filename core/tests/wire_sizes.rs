@@ -1,0 +1,92 @@
+//! What each in-pod script costs on the wire, held at or below what it cost
+//! before the scripts became readable sources (commit efb094f, the last with
+//! the scripts as Rust string constants). The exec request's URL carries argv
+//! as `command=<arg>` pairs, form-urlencoded as kube-rs builds them (`%0A`
+//! for a newline, `+` for a space), so a byte of script costs one to three
+//! bytes of every request; the follow and wait scripts travel as a command on
+//! the wrapper's stdin instead. `cargo test --test wire_sizes -- --nocapture`
+//! prints the table.
+
+use sandbox_core::exec::trailer::MAX_TRAILER;
+use sandbox_core::exec::wrapper::{self, CommandSpec, INLINE_COMMAND_MAX};
+use sandbox_core::process;
+use sandbox_core::process::stream::MAX_CAP;
+
+mod sent_scripts;
+
+use sent_scripts::sent_scripts;
+
+/// The `command=…` part of the URL for `argv`.
+fn url_bytes(argv: &[String]) -> usize {
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    for a in argv {
+        s.append_pair("command", a);
+    }
+    s.finish().len()
+}
+
+/// `/bin/sh -c <script> sh`, without the script's own arguments (the same
+/// before and after).
+fn script_url(script: &str) -> usize {
+    url_bytes(&wrapper::script_argv(script, Vec::new()))
+}
+
+/// The stdin bytes ahead of the user's for a command run by the wrapper, as
+/// `process::follow` and `process::wait` run theirs.
+fn stdin_prefix(command: &str) -> usize {
+    let spec = CommandSpec { command, cwd: "", env: &[], stdin_len: None };
+    wrapper::wrapper_argv("0123456789abcdef.1", "0123456789abcdef0123456789abcdef", &spec, None, false)
+        .unwrap()
+        .stdin_prefix
+        .len()
+}
+
+#[test]
+#[allow(clippy::print_stdout)]
+fn no_script_costs_more_on_the_wire_than_before() {
+    // URL bytes of each script at efb094f.
+    let before = |path: &str| match path {
+        "exec/sh/wrapper.sh" => 2781,
+        "exec/sh/kill.sh" => 4612,
+        "process/sh/spawn.sh" => 6848,
+        "process/sh/read.sh" => 3626,
+        "process/sh/wait.sh" => 3253,
+        "process/sh/stdin.sh" => 3418,
+        "process/sh/signal.sh" => 3384,
+        "process/sh/list.sh" => 3333,
+        "files/sh/read.sh" => 770,
+        "files/sh/write.sh" => 899,
+        "files/sh/mkdir.sh" => 200,
+        "files/sh/stat.sh" => 324,
+        "files/sh/readdir.sh" => 451,
+        "files/sh/exists.sh" => 139,
+        "files/sh/remove.sh" => 347,
+        new => panic!("{new}: a new script; give it a budget here (what it costs now)"),
+    };
+    let mut over = Vec::new();
+    println!("{:20} {:>6} {:>6} {:>6}", "script", "bytes", "URL", "before");
+    for (name, script) in sent_scripts() {
+        let before = before(name);
+        let now = script_url(script);
+        println!("{name:20} {:6} {now:6} {before:6}", script.len());
+        if now > before {
+            over.push(format!("{name}: {now} URL bytes, {before} before"));
+        }
+    }
+    // (name, command, stdin prefix bytes at efb094f, with a 32-byte secret)
+    let follow = format!(
+        "set -- \"$ASB_P\" \"$ASB_O\" \"$ASB_E\" follow {}\n{}",
+        MAX_CAP + MAX_TRAILER as u64,
+        process::scripts::READ
+    );
+    let wait = format!("set -- \"$ASB_P\"\n{}", process::scripts::WAIT);
+    for (name, command, before) in [("follow (stdin)", follow, 2183), ("wait (stdin)", wait, 1917)] {
+        let now = stdin_prefix(&command);
+        let how = if command.len() > INLINE_COMMAND_MAX { "head -c" } else { "read" };
+        println!("{name:20} {:6} {now:6} {before:6} (stdin, read with {how})", command.len());
+        if now > before {
+            over.push(format!("{name}: {now} stdin bytes, {before} before"));
+        }
+    }
+    assert!(over.is_empty(), "{over:?}");
+}
