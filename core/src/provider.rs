@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 use crate::client;
 use crate::client::requests::Requests;
 use crate::config::ProviderConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::exec::ExecEngine;
 use crate::lifecycle::{EventSink, Lifecycle};
 use crate::sandbox::Sandbox;
@@ -82,20 +82,33 @@ impl Provider {
     /// effect (the sandbox keeps starting); the next `connect` waits for it.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
-        let connected = traced("connect", id, self.lifecycle.connect(actor_id, id), |c| match c {
-            Some(c) => {
-                format!("ready in {}/{}{}", c.target.namespace, c.target.pod, if c.fresh { " (fresh)" } else { "" })
+        // A reconnect answers from the shared watches' cache, which can be a
+        // moment behind a change made elsewhere (a suspend by another
+        // process, a pod deleted by hand). The sweep's exec is then the first
+        // to meet the going pod, and fails `connection_lost` naming it; by
+        // then the watch has seen it, so one more round waits for the
+        // sandbox as it now is.
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let connected = traced("connect", id, self.lifecycle.connect(actor_id, id), |c| match c {
+                Some(c) => {
+                    format!("ready in {}/{}{}", c.target.namespace, c.target.pod, if c.fresh { " (fresh)" } else { "" })
+                }
+                None => "gone".to_owned(),
+            });
+            let Some(connected) = connected.await? else { return Ok(None) };
+            let target = connected.target;
+            // An exec costs as much as the rest of a warm connect: skip it
+            // where no process can have been left behind.
+            if !connected.fresh {
+                match self.engine.sweep_orphans(&target).await {
+                    Err(e) if e.code == ErrorCode::ConnectionLost && rounds == 1 => continue,
+                    swept => swept?,
+                }
             }
-            None => "gone".to_owned(),
-        });
-        let Some(connected) = connected.await? else { return Ok(None) };
-        let target = connected.target;
-        // An exec costs as much as the rest of a warm connect: skip it where
-        // no process can have been left behind.
-        if !connected.fresh {
-            self.engine.sweep_orphans(&target).await?;
+            return Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone(), self.config.limits)));
         }
-        Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone(), self.config.limits)))
     }
 
     /// Records activity on the sandbox `id` (moves the TTL backstop, at most
