@@ -157,7 +157,9 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, execSp
 	case ownPod:
 		sb, err = m.ensure(pod, c)
 	case sharedPod:
-		sb, err = m.ensure(sharedStandIn(m.sharedNode), &corev1.Container{})
+		if sb, err = m.ensure(sharedStandIn(m.sharedNode), &corev1.Container{}); err == nil {
+			err = sharedWorkDir(sb, workDir(c))
+		}
 	default:
 		err = fmt.Errorf("pod %s/%s is on node %q, which this server does not run", ns, name, pod.Spec.NodeName)
 	}
@@ -190,6 +192,18 @@ func placement(pod *corev1.Pod, nodeName, sharedNode string) podPlacement {
 // volumes (theirs are not materialised), its UID a name no real pod has.
 func sharedStandIn(node string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: "-", UID: types.UID("shared-node-" + node)}}
+}
+
+// sharedWorkDir makes the container's working directory in the shared root,
+// as a runtime makes a missing one, but writable by every user (mode 1777,
+// like /tmp): the pods sharing the root run as different users, and their
+// volumes at that path are not materialised.
+func sharedWorkDir(sb *podSandbox, dir string) error {
+	path := filepath.Join(fmt.Sprintf("/proc/%d/root", sb.initPID), filepath.Clean("/"+dir))
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return fmt.Errorf("working directory %s in the shared root: %w", dir, err)
+	}
+	return os.Chmod(path, 0o777|os.ModeSticky)
 }
 
 // workDir is the container's working directory ("/" when unset).
