@@ -52,6 +52,8 @@ async function packageClient(o) {
   });
   const sandboxes = new Map(); // id → Sandbox from the last connect
   return {
+    // The provider's own request counter, where the build has one (stats(), issue 19).
+    stats: () => (typeof p.stats === "function" ? p.stats() : null),
     async create(it) {
       const t0 = now();
       const id = await p.create(ctx(it.actor));
@@ -199,11 +201,15 @@ process.on("message", async ({ cmd, args }) => {
     const eld = monitorEventLoopDelay({ resolution: 1 });
     eld.enable();
     const cpu0 = process.cpuUsage();
+    const stats0 = client.stats?.() ?? null;
     const t0 = now();
     const results = await bounded(args.items, args.concurrency ?? args.items.length, (it) => client[cmd](it));
     const t1 = now();
     eld.disable();
     const cpu = process.cpuUsage(cpu0);
+    const stats1 = client.stats?.() ?? null;
+    const counted = stats1 && Object.fromEntries(
+      Object.entries(stats1.requests).map(([k, v]) => [k, v - (stats0?.requests?.[k] ?? 0)]).filter(([, v]) => v > 0));
     const delay = (v) => Math.max(0, v / 1e6 - 1); // recorded values are the 1 ms timer interval
     process.send({
       ok: true,
@@ -214,6 +220,7 @@ process.on("message", async ({ cmd, args }) => {
         cpuMs: (cpu.user + cpu.system) / 1e3,
         eld: { p50: delay(eld.percentile(50)), p99: delay(eld.percentile(99)), max: delay(eld.max) },
         rssKiB: Math.round(process.memoryUsage().rss / 1024),
+        providerStats: stats1 && { requests: counted, watches: stats1.watches, lists: stats1.lists - (stats0?.lists ?? 0) },
         latencyP50: percentile(results.filter((r) => !r.error).map((r) => r.t1 - r.t0), 50),
       },
     });

@@ -236,6 +236,8 @@ async function run(client, n, rep) {
       rssKiB: rss,
       rssPerSandboxKiB: (rss - rss0) / n,
       eldMs: rs.at(-1)?.eld ?? null,
+      // The provider's own counter (stats(), where the build has it), summed over the phase's calls.
+      providerStats: rs.some((r) => r?.providerStats) ? sumStats(rs.map((r) => r?.providerStats).filter(Boolean)) : null,
       cpuMs: cpu,
     };
     phases[name] = out;
@@ -297,6 +299,13 @@ async function run(client, n, rep) {
     await cleanNamespace().catch((e) => errors.push(`clean ${NS}: ${e.message}`));
   }
   return { client: client.key, n, rep, execGroup: E, placement, destroyAllMs: phasesExtra.destroyAllMs, phases };
+}
+
+/** Sums the provider-counter deltas of a phase's worker calls. */
+function sumStats(list) {
+  const requests = {};
+  for (const st of list) for (const [k, v] of Object.entries(st.requests)) requests[k] = (requests[k] ?? 0) + v;
+  return { requests, lists: list.reduce((a, st) => a + st.lists, 0), watchesAtEnd: list.at(-1).watches };
 }
 
 // ---- the runs ----------------------------------------------------------------------------

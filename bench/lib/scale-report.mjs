@@ -46,6 +46,12 @@ export function scaleFigures(raw, clients, sizes) {
         const m = Object.fromEntries(Object.entries(METRICS).map(([k, get]) => [k, spread(recs.map((p) => get(p)))]));
         const verbs = new Set(recs.flatMap((p) => Object.keys(p.requests ?? {})));
         m.requestsByVerb = Object.fromEntries([...verbs].sort().map((v) => [v, spread(recs.map((p) => p.requests?.[v] ?? 0))?.median]));
+        const counted = recs.filter((p) => p.providerStats);
+        if (counted.length) {
+          const keys = new Set(counted.flatMap((p) => Object.keys(p.providerStats.requests)));
+          m.providerCounter = Object.fromEntries([...keys].sort().map((v) => [v, spread(counted.map((p) => p.providerStats.requests[v] ?? 0))?.median]));
+          m.providerWatches = spread(counted.map((p) => p.providerStats.watchesAtEnd));
+        }
         f.phases[ph] = m;
       }
     }
@@ -86,6 +92,10 @@ export function scaleMarkdown(result) {
       for (const [ph, m] of Object.entries(f.phases)) {
         const v = Object.entries(m.requestsByVerb).filter(([, x]) => x).map(([k, x]) => `${k} ${fmt(x)}`).join(", ");
         if (v) L.push(`- N=${n} ${ph}: ${v}`);
+        if (m.providerCounter) {
+          const c = Object.entries(m.providerCounter).filter(([, x]) => x).map(([k, x]) => `${k} ${fmt(x)}`).join(", ");
+          L.push(`  - the provider's own counter (stats()): ${c || "none"}; shared watches at the end: ${fmt(med(m.providerWatches))}`);
+        }
       }
     }
     L.push("");
