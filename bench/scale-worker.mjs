@@ -2,8 +2,9 @@
 // its own so that the harness can sample its sockets, RSS and CPU from
 // outside (/proc). It holds ONE client for the whole run and executes the
 // phases the harness sends over IPC:
-//   - "package": one agentSandboxProvider (direct mode) — the addon is the one
-//     NAPI_RS_NATIVE_LIBRARY_PATH names, so two builds can be measured;
+//   - "package": one agentSandboxProvider (direct mode) — the package is the
+//     one SCALE_BENCH_PACKAGE names and its addon the one
+//     NAPI_RS_NATIVE_LIBRARY_PATH names, so two commits can be measured;
 //   - "baseline": a minimal client doing the same storm with
 //     @kubernetes/client-node: one POST/PATCH/DELETE per operation and ONE
 //     namespace informer (LIST+WATCH) per kind for every wait. What it costs is the cluster's share; the package's figures
@@ -41,7 +42,8 @@ const ctx = (actorId) => ({ actorId, client() {} });
 // ---- the package -------------------------------------------------------------
 
 async function packageClient(o) {
-  const { agentSandboxProvider } = await import("../index.js");
+  // This checkout's package, or the --compare commit's (bench/.addon-<sha>/package/).
+  const { agentSandboxProvider } = await import(process.env.SCALE_BENCH_PACKAGE ?? "../index.js");
   const p = agentSandboxProvider({
     kubeConfig: o.kubeconfig,
     namespace: o.ns,

@@ -85,20 +85,28 @@ if (!thisRev.endsWith("+dirty") && existsSync(`${BENCH}.addon/agent-sandbox-prov
   buildPackage(log); // this checkout → bench/.addon, NAPI_RS_NATIVE_LIBRARY_PATH
   writeFileSync(stamp, thisRev.endsWith("+dirty") ? "" : sources);
 }
-clients.push({ key: "package", label: `package ${thisRev}`, mode: "package", addon: process.env.NAPI_RS_NATIVE_LIBRARY_PATH });
-if (COMPARE) clients.push({ key: "compare", label: `package ${rev(COMPARE)}`, mode: "package", addon: buildRev(COMPARE) });
+clients.push({ key: "package", label: `package ${thisRev}`, mode: "package", addon: process.env.NAPI_RS_NATIVE_LIBRARY_PATH, dir: ROOT });
+if (COMPARE) clients.push({ key: "compare", label: `package ${rev(COMPARE)}`, mode: "package", ...buildRev(COMPARE) });
 if (BASELINE) clients.push({ key: "baseline", label: "minimal client (client-node)", mode: "baseline", addon: null });
 
 /**
- * The release addon of another commit: built once in a temporary worktree
- * with `npm run build` (node_modules linked from this checkout) and kept in
- * bench/.addon-<sha>/, loaded like bench/.addon through
- * NAPI_RS_NATIVE_LIBRARY_PATH (native.cjs requires that path first).
+ * Another commit's package: its JavaScript (index.js, js/, native.cjs,
+ * package.json: `git archive`, since the JS side changes with the addon's API)
+ * and its release addon, built once in a temporary worktree with `npm run
+ * build` (node_modules linked from this checkout); both kept in
+ * bench/.addon-<sha>/. The worker imports that index.js, whose native.cjs
+ * loads the addon NAPI_RS_NATIVE_LIBRARY_PATH names, as for bench/.addon.
  */
 function buildRev(r) {
   const sha = sh("git", ["rev-parse", r]);
-  const addon = `${BENCH}.addon-${sha.slice(0, 12)}/agent-sandbox-provider.node`;
-  if (existsSync(addon)) return addon;
+  const home = `${BENCH}.addon-${sha.slice(0, 12)}`;
+  const addon = `${home}/agent-sandbox-provider.node`;
+  if (!existsSync(`${home}/package/index.js`)) {
+    mkdirSync(`${home}/package`, { recursive: true });
+    execFileSync("bash", ["-c", 'git archive "$1" index.js native.cjs package.json js | tar -x -C "$2"', "-", sha, `${home}/package`], { cwd: ROOT });
+  }
+  const out = { addon, dir: `${home}/package/` };
+  if (existsSync(addon)) return out;
   const dir = `${os.tmpdir()}/scale-bench-${sha.slice(0, 12)}`;
   log(`--compare=${r}: building ${sha.slice(0, 12)}'s release addon in ${dir}`);
   rmSync(dir, { recursive: true, force: true });
@@ -114,7 +122,7 @@ function buildRev(r) {
   } finally {
     sh("git", ["worktree", "remove", "--force", dir]);
   }
-  return addon;
+  return out;
 }
 
 let python = null;
@@ -169,6 +177,7 @@ async function cleanNamespace() {
 function startWorker(client) {
   const env = { ...process.env };
   if (client.addon) env.NAPI_RS_NATIVE_LIBRARY_PATH = client.addon;
+  if (client.dir) env.SCALE_BENCH_PACKAGE = `${client.dir}index.js`;
   const child = fork(`${BENCH}scale-worker.mjs`, [], { env, stdio: ["ignore", "inherit", "inherit", "ipc"] });
   let pending = null;
   child.on("message", (m) => pending?.(m));
