@@ -1,4 +1,5 @@
 // npm run bench [-- --quick] [-- --only=exec,processes,stream,files,lifecycle]
+// npm run bench -- --scale [--quick] [--compare=<git-rev>]   (bench/scale.mjs)
 //
 // Starts the local control plane if needed, builds what is missing (release
 // addon, floor, chart venv), then measures this package against
@@ -13,6 +14,11 @@ import { BENCH, ROOT, buildFloor, buildPackage, chartPython, installNodeModules,
 import { MiB, mbps, round } from "./lib/stats.mjs";
 
 const args = process.argv.slice(2);
+// --scale: one client serving 10–1,000 sandboxes (bench/scale.mjs, issue 19).
+if (args.includes("--scale")) {
+  await import("./scale.mjs");
+  await new Promise(() => {}); // scale.mjs exits when done
+}
 const quick = args.includes("--quick");
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
 const want = (phase) => !only || only.includes(phase);

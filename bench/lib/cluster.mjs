@@ -11,9 +11,9 @@ export const ROOT = new URL("../../", import.meta.url).pathname;
 const EXT = { group: "extensions.agents.x-k8s.io", version: "v1beta1" };
 const CORE = { group: "agents.x-k8s.io", version: "v1beta1" };
 
-/** `cluster.sh up` (idempotent), then the exports of .cluster/env into process.env. */
-export function ensureCluster() {
-  execFileSync("bash", [`${ROOT}dev/cluster/cluster.sh`, "up"], { stdio: ["ignore", "ignore", "inherit"] });
+/** `cluster.sh up [ARGS]` (idempotent), then the exports of .cluster/env into process.env. */
+export function ensureCluster(args = []) {
+  execFileSync("bash", [`${ROOT}dev/cluster/cluster.sh`, "up", ...args], { stdio: ["ignore", "ignore", "inherit"] });
   const state = process.env.SANDBOX_CLUSTER_STATE || `${ROOT}.cluster`; // as cluster.sh
   for (const m of readFileSync(`${state}/env`, "utf8").matchAll(/^export (\w+)=(.*)$/gm)) {
     process.env[m[1]] = m[2].replace(/^["']|["']$/g, "");
@@ -31,6 +31,23 @@ export function admin() {
     co.getNamespacedCustomObject({ ...api, namespace: ns, plural, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e)));
   return {
     ns,
+    kc,
+    /** The API server's /metrics text. */
+    async metrics() {
+      const https = await import("node:https");
+      const opts = { method: "GET" };
+      await kc.applyToHTTPSOptions(opts);
+      const url = new URL("/metrics", kc.getCurrentCluster().server);
+      return new Promise((resolve, reject) => {
+        https.get(url, opts, (res) => {
+          let body = "";
+          res.setEncoding("utf8").on("data", (c) => (body += c)).on("end", () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`/metrics: ${res.statusCode}`))));
+        }).on("error", reject);
+      });
+    },
+    /** Marks a node (un)schedulable, as `kubectl cordon/uncordon` does. */
+    cordon: (name, unschedulable) =>
+      core.patchNode({ name, body: [{ op: "add", path: "/spec/unschedulable", value: unschedulable }] }),
     claim: (name) => get(EXT, "sandboxclaims", name),
     sandbox: (name) => get(CORE, "sandboxes", name),
     pool: (name) => get(EXT, "sandboxwarmpools", name),

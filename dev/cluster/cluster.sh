@@ -4,7 +4,8 @@
 # endpoint, pod roots, volumes) and the agent-sandbox controller, all as plain
 # processes on 127.0.0.1. See README.md in this folder.
 #
-#   cluster.sh up                 build what is missing, start, set up; idempotent
+#   cluster.sh up [--scale]       build what is missing, start, set up; idempotent
+#                                 (--scale: the scale profile, see README.md)
 #   cluster.sh down               stop what `up` started (by recorded PID), remove state
 #   cluster.sh status             one line per component (and its restarts)
 #   cluster.sh env                print the exports for tests (also in $STATE/env)
@@ -32,6 +33,13 @@ CLIENT=$STATE/client.kubeconfig
 # cluster applies as it is.
 NS=agents
 NODE=kwok-node-0
+# The scale node (manifests/node-scale.yaml): its pods are API objects only.
+SCALE_NODE=kwok-node-1
+# The scale profile's namespace: no ResourceQuota or LimitRange (the ones of
+# $NS cap it far below 1,000 sandboxes), the same Role and ServiceAccount.
+SCALE_NS=agents-scale
+SCALE_CLIENT=$STATE/scale.kubeconfig
+PROFILE=$STATE/profile
 # Every port is 127.0.0.1:<base + 100 * SANDBOX_CLUSTER_SLOT>, so a second
 # checkout (a git worktree, whose state is its own .cluster/) can run its own
 # cluster beside this one in another slot.
@@ -209,6 +217,62 @@ client_kubeconfig() {
 	write_kubeconfig "$CLIENT" sandbox-client "$NS" --token="$token"
 }
 
+# --- the scale profile -------------------------------------------------------
+
+# scale: the running cluster has the scale profile (`up --scale`). It raises
+# the client limits and workers of the scheduler, controller-manager, kwok and
+# the agent-sandbox controller, so that at 1,000 sandboxes their defaults
+# (50 and 20 QPS, 20 GC workers, 4 kwok stage workers, 50 claim workers) are
+# not what a benchmark of the provider measures.
+scale() { [[ -f $PROFILE && $(<"$PROFILE") == scale ]]; }
+
+# scale_flags COMPONENT: its extra flags under the scale profile (none otherwise).
+scale_flags() {
+	scale || return 0
+	case $1 in
+	kube-scheduler) echo "--kube-api-qps=1000 --kube-api-burst=2000" ;;
+	# The garbage collector deletes a destroyed Sandbox's pod (and PVCs): at
+	# 20 QPS it bounds destroy-all to ~10 sandboxes a second.
+	kube-controller-manager) echo "--kube-api-qps=1000 --kube-api-burst=2000 --concurrent-gc-syncs=100" ;;
+	# Its client has no QPS limit by default; the HTTP/2 connection's 100
+	# streams are its limit, hence more connections, and watches apart.
+	agent-sandbox-controller)
+		echo "--api-connections=4 --separate-watch-connection=true --sandbox-concurrent-workers=400" \
+			"--sandbox-claim-concurrent-workers=400 --sandbox-warm-pool-concurrent-workers=4 --sandbox-template-concurrent-workers=4"
+		;;
+	esac
+}
+
+# scale_namespace: $SCALE_NS as examples/manifests/namespace.yaml makes
+# $NS (Pod Security restricted, selected by the admission policy), with
+# rbac.yaml in it and a token kubeconfig for its ServiceAccount.
+scale_namespace() {
+	local examples=$HERE/../../examples/manifests token
+	sed "s/^  name: $NS\$/  name: $SCALE_NS/" "$examples/namespace.yaml" | KUBECTL apply -f - >/dev/null
+	KUBECTL -n "$SCALE_NS" apply -f "$examples/rbac.yaml" >/dev/null
+	token=$(KUBECTL -n "$SCALE_NS" create token sandbox-client --duration=48h)
+	write_kubeconfig "$SCALE_CLIENT" sandbox-client "$SCALE_NS" --token="$token"
+}
+
+# to_scale: switches a running cluster to the scale profile by restarting,
+# with their scale flags, the components that have some (state and objects
+# stay).
+to_scale() {
+	log "switching the running cluster to the scale profile"
+	echo scale >"$PROFILE"
+	stop_pid kube-apiserver
+	start_apiserver
+	stop_pid agent-sandbox-controller
+	stop_pid kube-scheduler
+	stop_pid kube-controller-manager
+	stop_pid kwok
+	start_controllers
+	start_kwok
+	start_agent_sandbox
+	scale_namespace
+	write_env
+}
+
 # --- components --------------------------------------------------------------
 
 start_etcd() {
@@ -221,6 +285,25 @@ start_etcd() {
 }
 
 start_apiserver() {
+	local extra=()
+	# The scale profile's audit log records every request of the scale
+	# namespace's ServiceAccount (and nothing else): the API server's
+	# request counters have no user label, and the controller writes the
+	# same kinds in the same namespace, so this is how a benchmark counts
+	# the provider's own requests by verb and resource.
+	if scale; then
+		cat >"$STATE/audit-policy.yaml" <<-EOF
+			apiVersion: audit.k8s.io/v1
+			kind: Policy
+			omitStages: [RequestReceived]
+			rules:
+			- level: Metadata
+			  users: ["system:serviceaccount:$SCALE_NS:sandbox-client"]
+			- level: None
+		EOF
+		extra=(--audit-policy-file="$STATE/audit-policy.yaml" --audit-log-path="$STATE/audit.log" --audit-log-format=json
+			--audit-log-maxsize=0 --audit-log-mode=blocking)
+	fi
 	# --endpoint-reconciler-type=none: the lease reconciler rejects a loopback
 	# advertise address. TaintNodesByCondition is off so the fake node is never
 	# tainted not-ready (no node-lifecycle controller runs to lift it).
@@ -231,28 +314,48 @@ start_apiserver() {
 		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
 		--service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC --allow-privileged=true \
 		--endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalIP,Hostname \
-		--disable-admission-plugins=TaintNodesByCondition --cert-dir="$STATE/apiserver-certs"
+		--disable-admission-plugins=TaintNodesByCondition --cert-dir="$STATE/apiserver-certs" "${extra[@]}"
 	wait_for kube-apiserver 60 KUBECTL get --raw=/readyz
 }
 
 start_controllers() {
-	start kube-controller-manager "$K8S_BIN/kube-controller-manager" --kubeconfig="$ADMIN" \
+	local kcm sched
+	read -r -a kcm <<<"$(scale_flags kube-controller-manager)"
+	read -r -a sched <<<"$(scale_flags kube-scheduler)"
+	start kube-controller-manager "$K8S_BIN/kube-controller-manager" --kubeconfig="$ADMIN" "${kcm[@]}" \
 		--leader-elect=false --use-service-account-credentials=false --bind-address=127.0.0.1 --secure-port=0 \
 		--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,resourcequota-controller \
 		--root-ca-file="$PKI/ca.crt"
-	start kube-scheduler "$K8S_BIN/kube-scheduler" --kubeconfig="$ADMIN" --leader-elect=false \
+	start kube-scheduler "$K8S_BIN/kube-scheduler" --kubeconfig="$ADMIN" --leader-elect=false "${sched[@]}" \
 		--bind-address=127.0.0.1 --secure-port=0
 }
 
 start_node() {
+	KUBECTL apply -f "$HERE/manifests/node.yaml" -f "$HERE/manifests/node-scale.yaml" >/dev/null
+	start_kwok
+	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:$P_NODE \
+		--tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key" \
+		--node-name="$NODE" --shared-node="$SCALE_NODE" --state-dir="$STATE/node" --storage-class=local-dev
+	wait_for nodeexec 30 curl -skf https://127.0.0.1:$P_NODE/healthz
+}
+
+start_kwok() {
 	local kwokdir; kwokdir=$(modcache sigs.k8s.io/kwok)
-	KUBECTL apply -f "$HERE/manifests/node.yaml" >/dev/null
 	# kwok's node stages from the module cache, then our pod stages.
 	{
 		cat "$kwokdir/kustomize/stage/node/fast/node-initialize.yaml"; echo "---"
 		cat "$kwokdir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"; echo "---"
 		cat "$kwokdir/kustomize/stage/pod/fast/pod-delete.yaml"; echo "---"
 		cat "$HERE/kwok/pod-stages.yaml"
+		# 4 pod stages at a time by default: 1,000 pods made Ready 4 by 4.
+		# A KwokConfiguration given here gets no defaults (0 lease workers is
+		# refused): every field kwok's own kwok.yaml sets and the flags do not.
+		if scale; then
+			printf -- '---\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n'
+			printf '  %s\n' "cidr: 10.0.0.0/24" "nodeLeaseParallelism: 4" "nodePlayStageParallelism: 4" \
+				"podPlayStageParallelism: 32" "podsOnNodeSyncParallelism: 1" "enablePodsOnNodeSyncListPager: true" \
+				"enablePodsOnNodeSyncStreamWatch: false" "enableProfilingHandler: false" "enableContentionProfiling: false"
+		fi
 	} >"$STATE/kwok.yaml"
 	# kwok advertises nodeexec's port in the node status; its own server,
 	# unused, stays on another loopback port. HOME keeps it off ~/.kwok.
@@ -260,11 +363,7 @@ start_node() {
 		--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 		--node-ip=127.0.0.1 --node-name=localhost --node-port=$P_NODE --server-address=127.0.0.1:$P_KWOK \
 		--node-lease-duration-seconds=40 --tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key"
-	wait_for kwok 60 KUBECTL wait --for=condition=Ready "node/$NODE" --timeout=1s
-	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:$P_NODE \
-		--tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key" \
-		--node-name="$NODE" --state-dir="$STATE/node" --storage-class=local-dev
-	wait_for nodeexec 30 curl -skf https://127.0.0.1:$P_NODE/healthz
+	wait_for kwok 60 KUBECTL wait --for=condition=Ready "node/$NODE" "node/$SCALE_NODE" --timeout=1s
 }
 
 # The agent-sandbox CRDs, before the controller-manager starts: its quota
@@ -277,8 +376,10 @@ install_crds() {
 }
 
 start_agent_sandbox() {
+	local extra
+	read -r -a extra <<<"$(scale_flags agent-sandbox-controller)"
 	start agent-sandbox-controller "$EXT_BIN/agent-sandbox-controller" --kubeconfig="$ADMIN" \
-		--leader-elect=false --extensions=true \
+		--leader-elect=false --extensions=true "${extra[@]}" \
 		--metrics-bind-address=127.0.0.1:$P_SBX_METRICS --health-probe-bind-address=127.0.0.1:$P_SBX_HEALTH
 	wait_for agent-sandbox-controller 60 curl -sf http://127.0.0.1:$P_SBX_HEALTH/readyz
 }
@@ -345,6 +446,14 @@ export SANDBOX_TEST_NAMESPACE=$NS
 export SANDBOX_TEST_KUBECTL=$K8S_BIN/kubectl
 export SANDBOX_CLUSTER_SCRIPT=$HERE/cluster.sh
 EOF
+	if scale; then
+		cat >>"$STATE/env" <<EOF
+export SANDBOX_SCALE_KUBECONFIG=$SCALE_CLIENT
+export SANDBOX_SCALE_NAMESPACE=$SCALE_NS
+export SANDBOX_SCALE_NODE=$SCALE_NODE
+export SANDBOX_SCALE_AUDIT_LOG=$STATE/audit.log
+EOF
+	fi
 }
 
 healthy() {
@@ -356,6 +465,13 @@ healthy() {
 # --- commands ----------------------------------------------------------------
 
 up() {
+	local want_scale=${SANDBOX_CLUSTER_PROFILE:-}
+	case ${1:-} in
+	--scale) want_scale=scale ;;
+	"") ;;
+	*) die "usage: cluster.sh up [--scale]" ;;
+	esac
+	[[ -z $want_scale || $want_scale == scale ]] || die "SANDBOX_CLUSTER_PROFILE: only 'scale' is known"
 	command -v go >/dev/null || die "Go is required (go1.26+)"
 	command -v openssl >/dev/null || die "openssl is required"
 	command -v nsenter >/dev/null || die "nsenter (util-linux) is required"
@@ -363,13 +479,16 @@ up() {
 	[[ $(id -u) == 0 ]] || die "nodeexec needs root (mount and PID namespaces)"
 	build
 	if healthy; then
-		log "already running"
+		log "already running$(scale && echo ' (scale profile)')"
+		# A plain `up` leaves a scale cluster as it is.
+		if [[ $want_scale == scale ]] && ! scale; then to_scale; fi
 		usage_note
 		return 0
 	fi
 	down quiet
 	local t0=$SECONDS
 	mkdir -p "$RUN"
+	if [[ -n $want_scale ]]; then echo "$want_scale" >"$PROFILE"; fi
 	pki
 	start_etcd
 	start_apiserver
@@ -378,6 +497,7 @@ up() {
 	start_node
 	start_agent_sandbox
 	setup_objects
+	if scale; then scale_namespace; fi
 	write_env
 	log "Ready for tests ($((SECONDS - t0)) s)"
 	usage_note
@@ -418,7 +538,7 @@ status() {
 }
 
 case ${1:-} in
-up) up ;;
+up) up "${@:2}" ;;
 down) down ;;
 status) status ;;
 build) build ;;
@@ -430,5 +550,5 @@ apiserver)
 	*) die "usage: cluster.sh apiserver stop|start" ;;
 	esac
 	;;
-*) die "usage: cluster.sh up|down|status|env|build|apiserver stop|start" ;;
+*) die "usage: cluster.sh up [--scale]|down|status|env|build|apiserver stop|start" ;;
 esac

@@ -43,6 +43,7 @@ func main() {
 		certFile   = flag.String("tls-cert-file", "", "serving certificate")
 		keyFile    = flag.String("tls-private-key-file", "", "serving key")
 		nodeName   = flag.String("node-name", "kwok-node-0", "the node whose pods this server runs")
+		sharedNode = flag.String("shared-node", "", "a node whose pods are API objects only: their execs share one pod init (optional)")
 		stateDir   = flag.String("state-dir", "", "where pod roots and volumes live (removed by `cluster.sh down`)")
 		storageCls = flag.String("storage-class", "local-dev", "StorageClass whose PVCs this server provisions")
 	)
@@ -68,7 +69,7 @@ func main() {
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + *nodeName }))
-	pods := newPodManager(*stateDir, client, podFactory, factory)
+	pods := newPodManager(*stateDir, *nodeName, *sharedNode, client, podFactory, factory)
 	prov := newProvisioner(client, factory, *storageCls, *stateDir)
 	for _, f := range []informers.SharedInformerFactory{factory, podFactory} {
 		f.Start(ctx.Done())

@@ -35,23 +35,30 @@ type podSandbox struct {
 // deleted.
 type podManager struct {
 	stateDir string
-	client   kubernetes.Interface
-	pods     corelisters.PodLister
-	pvcs     corelisters.PersistentVolumeClaimLister
-	pvs      corelisters.PersistentVolumeLister
+	// nodeName is the node whose pods get their own pod init; sharedNode
+	// (optional) is a node whose pods are API objects only (the scale node):
+	// their execs run in one pod init shared by all of them, so 1,000 of them
+	// cost one process, not 1,000, and nothing per pod is left to tear down.
+	nodeName, sharedNode string
+	client               kubernetes.Interface
+	pods                 corelisters.PodLister
+	pvcs                 corelisters.PersistentVolumeClaimLister
+	pvs                  corelisters.PersistentVolumeLister
 
 	mu   sync.Mutex
 	live map[types.UID]*podSandbox
 }
 
-func newPodManager(stateDir string, client kubernetes.Interface, podFactory, factory informers.SharedInformerFactory) *podManager {
+func newPodManager(stateDir, nodeName, sharedNode string, client kubernetes.Interface, podFactory, factory informers.SharedInformerFactory) *podManager {
 	m := &podManager{
-		stateDir: stateDir,
-		client:   client,
-		pods:     podFactory.Core().V1().Pods().Lister(),
-		pvcs:     factory.Core().V1().PersistentVolumeClaims().Lister(),
-		pvs:      factory.Core().V1().PersistentVolumes().Lister(),
-		live:     map[types.UID]*podSandbox{},
+		stateDir:   stateDir,
+		nodeName:   nodeName,
+		sharedNode: sharedNode,
+		client:     client,
+		pods:       podFactory.Core().V1().Pods().Lister(),
+		pvcs:       factory.Core().V1().PersistentVolumeClaims().Lister(),
+		pvs:        factory.Core().V1().PersistentVolumes().Lister(),
+		live:       map[types.UID]*podSandbox{},
 	}
 	_, _ = podFactory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { m.startIfRunning(obj) },
@@ -143,11 +150,60 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, execSp
 	if err != nil {
 		return nil, execSpec{}, err
 	}
-	sb, err := m.ensure(pod, c)
+	// The pod informer sees only this node's pods, so a pod init started
+	// here for another node's pod would never be torn down.
+	var sb *podSandbox
+	switch placement(pod, m.nodeName, m.sharedNode) {
+	case ownPod:
+		sb, err = m.ensure(pod, c)
+	case sharedPod:
+		if sb, err = m.ensure(sharedStandIn(m.sharedNode), &corev1.Container{}); err == nil {
+			err = sharedWorkDir(sb, workDir(c))
+		}
+	default:
+		err = fmt.Errorf("pod %s/%s is on node %q, which this server does not run", ns, name, pod.Spec.NodeName)
+	}
 	if err != nil {
 		return nil, execSpec{}, err
 	}
 	return sb, execSpec{env: containerEnv(pod, c, sec.home), workDir: workDir(c), security: sec}, nil
+}
+
+type podPlacement int
+
+const (
+	otherNode podPlacement = iota
+	ownPod                 // this node: a pod init of its own
+	sharedPod              // the shared node: the one shared pod init
+)
+
+// placement says where an exec into pod runs.
+func placement(pod *corev1.Pod, nodeName, sharedNode string) podPlacement {
+	switch n := pod.Spec.NodeName; {
+	case n != "" && n == nodeName:
+		return ownPod
+	case n != "" && n == sharedNode:
+		return sharedPod
+	}
+	return otherNode
+}
+
+// sharedStandIn is the pod whose pod init the shared node's pods share: no
+// volumes (theirs are not materialised), its UID a name no real pod has.
+func sharedStandIn(node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: "-", UID: types.UID("shared-node-" + node)}}
+}
+
+// sharedWorkDir makes the container's working directory in the shared root,
+// as a runtime makes a missing one, but writable by every user (mode 1777,
+// like /tmp): the pods sharing the root run as different users, and their
+// volumes at that path are not materialised.
+func sharedWorkDir(sb *podSandbox, dir string) error {
+	path := filepath.Join(fmt.Sprintf("/proc/%d/root", sb.initPID), filepath.Clean("/"+dir))
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return fmt.Errorf("working directory %s in the shared root: %w", dir, err)
+	}
+	return os.Chmod(path, 0o777|os.ModeSticky)
 }
 
 // workDir is the container's working directory ("/" when unset).
