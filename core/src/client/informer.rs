@@ -271,6 +271,18 @@ where
     /// created, while the cache may still hold the deleted one of the same
     /// name); others of the name look absent.
     pub fn watch_named(&self, name: &str, uid: Option<String>) -> BoxStream<'static, Result<Latest<K>>> {
+        self.waiter(name, uid, true)
+    }
+
+    /// As [`Informer::watch_named`], for a waiter to which absence is no
+    /// verdict (a pod not created yet, while readiness waits for one): an
+    /// absence from a list is yielded as it is, without the GET that would
+    /// confirm it.
+    pub fn watch_transient(&self, name: &str) -> BoxStream<'static, Result<Latest<K>>> {
+        self.waiter(name, None, false)
+    }
+
+    fn waiter(&self, name: &str, uid: Option<String>, confirm: bool) -> BoxStream<'static, Result<Latest<K>>> {
         let failing = matches!(*self.shared.health.borrow(), Health::Degraded(_));
         if failing {
             self.shared.retry.notify_one();
@@ -281,6 +293,7 @@ where
             shared: self.shared.clone(),
             name: name.to_owned(),
             uid,
+            confirm,
             confirmed: None,
             fallback: None,
             // An error from before the waiter came is not news: the retry's is.
@@ -499,6 +512,8 @@ struct Waiter<K> {
     health: watch::Receiver<Health>,
     /// Only the object of this UID counts.
     uid: Option<String>,
+    /// An absence from a list is confirmed by a GET before it is yielded.
+    confirm: bool,
     /// A GET found the object the live cache lacked: until when the cache may
     /// catch up before the waiter watches the object on its own.
     confirmed: Option<Instant>,
@@ -572,6 +587,7 @@ where
             Slot::Present(_) | Slot::Unknown => None,
             Slot::Deleted(uid) if self.uid.is_some() && uid != self.uid => None,
             Slot::Deleted(_) => Some(Ok(None)),
+            Slot::Unlisted if !self.confirm => Some(Ok(None)),
             // The list may predate a create this waiter knows of: ask.
             Slot::Unlisted => match self.shared.source.get(&self.name).await {
                 Ok(Some(o)) if ours(&o) => {
@@ -704,6 +720,10 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    fn pod_named(name: &str) -> Pod {
+        pod(name, "u", "7")
     }
 
     fn list(tx: &Events, pods: &[Pod]) {
@@ -845,6 +865,19 @@ mod tests {
         // waiter watches it alone after the grace.
         assert!(next(&mut created).await.is_none());
         assert_eq!(script.own_watches.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_waiter_takes_absence_from_a_list_as_it_is() {
+        let script = Script::default();
+        let tx = script.watch();
+        let informer = Informer::new(script.clone(), CancellationToken::new());
+        let mut pod = informer.watch_transient("not-yet");
+        list(&tx, &[]);
+        assert_eq!(rv(next(&mut pod).await), None);
+        assert_eq!(script.gets.load(Ordering::SeqCst), 0, "no confirming GET");
+        tx.send(Ok(Event::Apply(pod_named("not-yet")))).unwrap();
+        assert_eq!(rv(next(&mut pod).await).as_deref(), Some("7"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -154,11 +154,17 @@ impl Lifecycle {
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
         // Both at once: the pod only matters if the Sandbox turns out ready.
-        // From the cache when it is live: a reconnect makes no request.
-        let (sandbox, pod): (Option<SandboxObject>, _) =
-            futures::try_join!(self.read(&self.caches.sandboxes, Kind::Sandbox, ns, name), self.read_pod(ns, name))?;
+        // From the cache when it is live: a reconnect makes no request. What
+        // this process just created is only looked up in the cache: a miss
+        // means the watch has not shown it yet, and the wait below follows it.
+        let (sandbox, pod): (Option<SandboxObject>, _) = if call.created.is_some() {
+            let cached = self.caches.sandboxes.cached(name).map(|s| (*s).clone());
+            (cached, self.caches.pods.cached(name).map(|p| (*p).clone()))
+        } else {
+            futures::try_join!(self.read(&self.caches.sandboxes, Kind::Sandbox, ns, name), self.read_pod(ns, name))?
+        };
         let sandbox = sandbox.filter(|s| !deleting(s));
-        if sandbox.is_none() && !self.warm() {
+        if sandbox.is_none() && !self.warm() && call.created.is_none() {
             return Ok(Outcome::Gone);
         }
         // A claim whose Sandbox vanished provisions a new one: the wait below
@@ -224,9 +230,17 @@ impl Lifecycle {
         // The UID gate is for the object create made: the claim in warm-pool
         // mode (its Sandbox, adopted or new, is whatever it names).
         let created = |warm_kind: bool| created.filter(|_| warm_kind == warm).map(str::to_owned);
+        // A gone Sandbox ends the wait in direct mode (confirmed, then), not
+        // in warm-pool mode (the claim provisions another); a missing pod
+        // never does.
+        let sandboxes = if warm {
+            self.caches.sandboxes.watch_transient(name)
+        } else {
+            self.caches.sandboxes.watch_named(name, created(false))
+        };
         let mut streams = vec![
-            self.caches.sandboxes.watch_named(name, created(false)).map_ok(Seen::Sandbox).boxed(),
-            self.caches.pods.watch_named(name, None).map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
+            sandboxes.map_ok(Seen::Sandbox).boxed(),
+            self.caches.pods.watch_transient(name).map_ok(|p| Seen::Pod(p.map(Box::new))).boxed(),
         ];
         let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
         if self.warm() {
