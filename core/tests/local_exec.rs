@@ -89,10 +89,8 @@ async fn timeout_kills_the_tree_including_reparented_children() {
     // file if it outlived the kill (it sleeps long, so only a kill that
     // works ends it without the file). The timeout leaves the shell ample
     // time to start them all.
-    let mut req = request(
-        "(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 30; touch child-ran) & echo $!; sleep 100",
-        cwd,
-    );
+    let mut req =
+        request("(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 30; touch child-ran) & echo $!; sleep 100", cwd);
     req.timeout = Some(Duration::from_secs(1));
     let r = engine.exec(target(), req).await.unwrap();
     assert_eq!((r.exit_code, r.timed_out), (None, true));
@@ -117,7 +115,11 @@ async fn a_term_ignoring_command_is_killed_after_the_grace() {
     let r = engine.exec(target(), req).await.unwrap();
     assert!(r.timed_out);
     // A lower bound: load only makes it longer.
-    assert!(t0.elapsed() >= Duration::from_secs(3), "KILL came before the timeout and the 2 s grace: {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_secs(3),
+        "KILL came before the timeout and the 2 s grace: {:?}",
+        t0.elapsed()
+    );
     // The subshell's pid: once it is gone, it either ran `touch` or was killed.
     let subshell = pids(&r.stdout);
     assert_eq!(subshell.len(), 1, "{:?}", String::from_utf8_lossy(&r.stdout));
