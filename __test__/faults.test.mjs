@@ -7,22 +7,30 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { skip } from "./cluster.mjs";
 import { apiServerAddress, faultProxy, kubeconfigThrough } from "./fault-proxy.mjs";
-import { openSandbox, scratchDir } from "./sandbox-fixture.mjs";
+import { openSandbox, scratchDir, waitGone } from "./sandbox-fixture.mjs";
 
 /** Starts `touch alive` every 0.2 s in the background and sleeps; resolves once it runs. */
 function startToucher(sandbox, dir) {
   let started;
   const running = new Promise((resolve) => (started = resolve));
-  const run = sandbox.exec("(while :; do touch alive; sleep 0.2; done) & echo started; sleep 3600", {
+  const run = sandbox.exec("(while :; do touch alive; sleep 0.2; done) & echo $! >toucher.pid; echo started; sleep 3600", {
     cwd: dir,
     onData: () => started(),
   });
   return { run, running };
 }
 
-/** True when nothing touches `dir/alive` any more. */
+/**
+ * True once the toucher is gone (killed), false if it still runs after
+ * 120 s: waits for the pid, not for a time a slow machine could outlast.
+ */
 async function toucherDead(sandbox, dir) {
-  return (await sandbox.exec("rm -f alive; sleep 1; test -e alive", { cwd: dir })).exitCode === 1;
+  try {
+    await waitGone(sandbox, "$(cat toucher.pid)", { cwd: dir });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe("faults between the provider and the API server", { skip, timeout: 300_000 }, () => {
@@ -48,12 +56,10 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
     await running;
     const t0 = Date.now();
     await proxy.cut();
-    await assert.rejects(run, (e) => e.code === "connection_lost" && /exec connection/.test(e.message));
-    const elapsed = Date.now() - t0;
-    console.log(`# cut detected in ${elapsed} ms`);
-    // A reset is seen at once; the bound only separates "seen" from "waited
-    // out" (TCP keepalive takes a minute).
-    assert.ok(elapsed < 10_000, `rejected after ${elapsed} ms`);
+    // A reset is seen as one, not waited out until the stall detection (or
+    // TCP keepalive) notices: the message says which.
+    await assert.rejects(run, (e) => e.code === "connection_lost" && /exec connection/.test(e.message) && !/stalled/.test(e.message));
+    console.log(`# cut detected in ${Date.now() - t0} ms`);
     // The engine's kill went through a new connection: no connect needed.
     assert.ok(await toucherDead(box.sandbox, dir), "the command outlived its failed exec");
   });
@@ -67,8 +73,9 @@ describe("faults between the provider and the API server", { skip, timeout: 300_
     await assert.rejects(run, (e) => e.code === "connection_lost" && /stalled/.test(e.message));
     const elapsed = Date.now() - t0;
     console.log(`# stall detected in ${elapsed} ms`);
-    // 15 s of silence, plus the kill attempt (≤ 15 s) before the rejection.
-    assert.ok(elapsed >= 10_000 && elapsed < 60_000, `rejected after ${elapsed} ms`);
+    // 15 s of silence at least (a lower bound: load only adds to it); a stall
+    // that is never detected meets the suite's timeout.
+    assert.ok(elapsed >= 10_000, `rejected after ${elapsed} ms`);
     // The stalled connections are dead to the provider; end them as the
     // middlebox eventually would, then the next connect sweeps the command
     // if the engine's kill could not reach it.

@@ -268,20 +268,23 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("ttlSeconds: the claim expires unless activity moves its shutdown time forward", async () => {
-    const { p } = provider({ warmPool: POOL, ttlSeconds: 120 });
+    // Refreshes are throttled to one per min(60 s, ttl / 4) = 30 s; the
+    // hidden test seam makes that 1 s, so the test waits for the refresh,
+    // not out the throttle.
+    const { p } = provider({ warmPool: POOL, ttlSeconds: 120, __testTtlRefreshMs: 1000 });
     await withSandbox(p, "ttl", async (ctx, id) => {
       const lifecycle = () => getObject("sandboxclaims.extensions.agents.x-k8s.io", objectName(id)).spec.lifecycle;
       const first = lifecycle();
       assert.equal(first.shutdownPolicy, "Delete");
       const sandbox = await p.connect(ctx, id);
-      // Refreshes are throttled to one per min(60 s, ttl / 4) = 30 s.
-      await new Promise((resolve) => setTimeout(resolve, 31_000));
-      await sandbox.exec("true", { cwd: "/" });
+      // Execs until one has moved the time (whole seconds) forward; the
+      // bound only catches a refresh that never comes.
       let moved;
-      for (let i = 0; i < 50 && !moved; i++) {
+      for (const deadline = Date.now() + 120_000; !moved && Date.now() < deadline; ) {
+        await sandbox.exec("true", { cwd: "/" });
         const now = lifecycle().shutdownTime;
         if (Date.parse(now) > Date.parse(first.shutdownTime)) moved = now;
-        else await new Promise((resolve) => setTimeout(resolve, 100));
+        else await new Promise((resolve) => setTimeout(resolve, 250));
       }
       assert.ok(moved, "an exec moved the shutdown time forward");
     });
@@ -305,12 +308,15 @@ describe("lifecycle on the local cluster", { skip }, () => {
           while (p.stats().failing === 0) await new Promise((r) => setTimeout(r, 20));
           const fresh = provider({ warmPool: POOL }).p;
           for (const [candidate, c, i] of [[p, ctx, id], [fresh, ctx, id], [p, newCtx, newId]]) {
+            // Unavailable at once, not after waiting for readiness: a wait
+            // would end in `timeout` after readyTimeoutMs (the code says
+            // which). The time is a figure, not a bound.
             const t0 = Date.now();
             await assert.rejects(candidate.connect(c, i), (err) => {
               assert.equal(err.code, "unavailable", err.message);
               return true;
             });
-            assert.ok(Date.now() - t0 < 30_000, `unavailable after ${Date.now() - t0} ms, not at once`);
+            console.log(`# unavailable after ${Date.now() - t0} ms`);
           }
         } finally {
           apiserver("start");

@@ -59,13 +59,13 @@ describe("after a long API server outage and a pod deleted by hand", { skip, tim
       assert.ok(back, "connect returns the sandbox");
       assert.notEqual(getObject("pods", podName)?.metadata.uid, podUid, "a new pod");
       assert.equal((await back.exec("cat kept.txt")).stdout, "kept\n", "the volume survived");
-      assert.ok(connectMs < READY_TIMEOUT_MS + 10_000, `${connectMs} ms`);
 
       t0 = Date.now();
       await Promise.all([p.destroy(a, ids[0]), p.destroy(b, ids[1])]);
       const destroyMs = Date.now() - t0;
       console.log(`# two destroys after the outage: ${destroyMs} ms`);
-      assert.ok(destroyMs < 120_000, `${destroyMs} ms`);
+      // Figures, not bounds: connect and destroy fail with `timeout` past
+      // their own deadlines, and a hang meets the suite's timeout.
       for (const id of ids) {
         assert.equal(getObject(C, objectName(id)), null, `${id} deleted`);
       }

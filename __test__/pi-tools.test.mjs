@@ -50,9 +50,8 @@ describe("the Pi coding agent's tools against a sandbox", { skip, timeout: 300_0
 
   test("bash: a server started with a plain `&` returns at once and answers the next call", async () => {
     const p = port();
-    const t0 = Date.now();
+    // The server never ends: a call that waited for it would time out (60 s).
     const pid = (await call(bash, { command: `python3 -m http.server ${p} --bind 127.0.0.1 & echo $!`, timeout: 60 })).trim();
-    assert.ok(Date.now() - t0 < 5000, `the call took ${Date.now() - t0} ms`);
     assert.match(pid, /^\d+$/);
     assert.equal((await call(bash, { command: `for i in $(seq 1 50); do ${fetchStatus(p)} 2>/dev/null && break; sleep 0.1; done` })).trim(), "200");
     // The server logs each request to the stderr it inherited from the first
@@ -63,11 +62,11 @@ describe("the Pi coding agent's tools against a sandbox", { skip, timeout: 300_0
 
   test("bash: `nohup … > log 2>&1 &` and `sleep 15 & echo started`", async () => {
     const p = port();
-    const t0 = Date.now();
+    // Neither background child ends by itself: a call that waited for it
+    // would time out (60 s) instead of returning.
     const out = await call(bash, { command: `nohup python3 -m http.server ${p} --bind 127.0.0.1 > server.log 2>&1 & echo started`, timeout: 60 });
     assert.equal(out.trim(), "started");
-    assert.equal((await call(bash, { command: "sleep 15 & echo started" })).trim(), "started");
-    assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+    assert.equal((await call(bash, { command: "sleep 3600 & echo started", timeout: 60 })).trim(), "started");
     assert.equal((await call(bash, { command: `for i in $(seq 1 50); do ${fetchStatus(p)} 2>/dev/null && break; sleep 0.1; done` })).trim(), "200");
     assert.match(await call(bash, { command: "cat server.log" }), /GET \/ HTTP/);
   });

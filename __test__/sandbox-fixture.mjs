@@ -82,3 +82,15 @@ export async function withSandbox(p, label, body) {
     if (id) await p.destroy(ctx, id);
   }
 }
+
+/**
+ * Waits in the sandbox until every process `pids` (a shell word list, e.g.
+ * "123 456" or "$(cat child.pid)") is gone or a zombie: negative checks of a
+ * kill look only after this, so a slow machine cannot make them pass before
+ * the killed tree would have acted. Bounded at 120 s, which only a survivor
+ * (or a hang) reaches; then it fails.
+ */
+export async function waitGone(sandbox, pids, options = {}) {
+  const script = `for p in ${pids}; do i=0; while s=$(cat /proc/$p/stat 2>/dev/null); do case "\${s##*) }" in Z*|X*) break;; esac; i=$((i+1)); [ $i -lt 1200 ] || { echo "pid $p still alive"; exit 1; }; sleep 0.1; done; done`;
+  await sh(sandbox, script, options);
+}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The project's test command (see README): installs and builds everything it
 # needs, starts the local control plane, and runs every test suite:
-#   1. Rust unit tests of the core (cargo test)
-#   2. the local control plane's smoke test (kubectl, least privilege)
-#   3. the static checks (scripts/lint.sh: rustfmt, clippy, gofmt, go vet,
-#      and the type-level test of index.d.ts against the sandbox-adapter shapes)
+#   1. the static checks first (scripts/lint.sh: shellcheck, rustfmt, clippy,
+#      rustdoc, cargo deny, gofmt, go vet, tsc and the type-level test of
+#      index.d.ts), which need no release build and no cluster, so a
+#      formatting or lint error fails within a minute or two
+#   2. Rust unit tests of the core (cargo test)
+#   3. the local control plane's smoke test (kubectl, least privilege)
 #   4. the JS integration tests (node --test) against the local cluster
 # Leaves the cluster running for the next run (`dev/cluster/cluster.sh down` stops it).
 set -euo pipefail
@@ -19,8 +21,17 @@ source scripts/lib/shellcheck.sh
 step "npm install"
 if [[ -f package-lock.json ]]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
 
+# First: lint needs node_modules (tsc) and a debug build (clippy), no cluster.
+step "static checks"
+bash scripts/lint.sh
+
 step "build the addon (release)"
 npm run build
+# lint.sh's last check, again now that napi has regenerated the loader.
+if ! git diff --quiet -- native.cjs native.d.ts; then
+	echo "native.cjs or native.d.ts differ from what the napi build generated: commit them" >&2
+	exit 1
+fi
 
 step "local control plane"
 bash dev/cluster/cluster.sh up
@@ -32,9 +43,6 @@ cargo test -p sandbox-core
 
 step "cluster smoke test"
 bash dev/cluster/smoke.sh
-
-step "static checks"
-bash scripts/lint.sh
 
 step "JS integration tests"
 node --test --test-concurrency=1 __test__/*.test.mjs

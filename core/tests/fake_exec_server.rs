@@ -14,8 +14,8 @@ use futures::{SinkExt, StreamExt};
 use sandbox_core::client::informer::{ApiSource, Informer};
 use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget, Liveness, PodExecRuntime};
 use sandbox_core::ErrorCode;
+use tokio::io::DuplexStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
@@ -40,10 +40,15 @@ enum Mode {
     QuietThenExit,
 }
 
-/// How long `QuietThenExit` stays quiet: several stall periods of `fast()`.
-const QUIET: Duration = Duration::from_millis(1500);
+/// How long `QuietThenExit` stays quiet: four stall periods of the default
+/// liveness (a ping every 5 s, a stall after 15 s of silence). The tests
+/// that wait on pings and stalls run under tokio's paused time: the fake and
+/// the engine share one runtime and in-memory pipes, so the clock moves only
+/// when both wait, and the machine's load cannot stretch a window.
+const QUIET: Duration = Duration::from_secs(60);
 
-/// Pings and stall detection scaled down so the tests take a second.
+/// Pings and stall detection scaled down (in paused time it costs nothing,
+/// but it keeps the stall short against the fake's minute of silence).
 fn fast() -> Liveness {
     Liveness { ping: Duration::from_millis(100), stall: Duration::from_millis(400) }
 }
@@ -54,16 +59,21 @@ async fn engine(mode: Mode) -> ExecEngine {
 }
 
 /// Starts the fake; returns an engine with `liveness` talking to it.
+///
+/// Each request gets a connection of its own over an in-memory pipe
+/// (`tokio::io::duplex`), not a socket: the fake and the engine then wake
+/// each other directly, so under tokio's paused time the clock moves only
+/// when both truly wait (with a socket, readiness comes from the OS and
+/// paused time jumps to the next timer before a reply is read).
 async fn engine_with(mode: Mode, liveness: Liveness) -> ExecEngine {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            tokio::spawn(serve(stream, mode));
-        }
+    let connect = tower::service_fn(move |req: http::Request<kube::client::Body>| async move {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        tokio::spawn(serve(theirs, mode));
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(ours)).await?;
+        tokio::spawn(conn.with_upgrades());
+        sender.send_request(req).await
     });
-    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let client = kube::Client::new(connect, "ns");
     // The fake serves exec only: no pod watch (its owner is gone from the
     // start, so it never starts), and so no deletion detection.
     let stopped = CancellationToken::new();
@@ -84,7 +94,7 @@ fn frame(channel: u8, data: &[u8]) -> Message {
     Message::binary(v)
 }
 
-async fn serve(stream: TcpStream, mode: Mode) {
+async fn serve(stream: DuplexStream, mode: Mode) {
     if let Mode::NoUpgrade = mode {
         tokio::time::sleep(Duration::from_secs(60)).await;
         return drop(stream);
@@ -271,31 +281,34 @@ async fn a_slow_consumer_loses_nothing_when_the_session_ends_first() {
     assert!(consumer.await.unwrap() == expected.as_bytes(), "output lost or reordered");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_stalled_connection_is_connection_lost_within_the_stall_time() {
     let engine = engine_with(Mode::Silent, fast()).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let e = tokio::time::timeout(Duration::from_secs(20), engine.exec(&target(), request("sleep 100")))
         .await
         .expect("a stall is detected, not waited out")
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::ConnectionLost, "{}", e.message);
     assert!(e.message.contains("stalled"), "{}", e.message);
-    // The stall time, plus the upgrade; far below the fake's 60 s of silence.
-    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    // The stall time (paused time: exactly), far below the fake's 60 s of silence.
+    let took = started.elapsed();
+    assert!(took >= fast().stall && took < Duration::from_secs(10), "took {took:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_quiet_command_on_a_live_connection_is_not_a_stall() {
-    // Quiet for several stall periods; pongs keep the session alive.
-    let engine = engine_with(Mode::QuietThenExit, fast()).await;
-    let started = std::time::Instant::now();
+    // Quiet for four stall periods of the default liveness; pongs keep the
+    // session alive.
+    let engine = engine_with(Mode::QuietThenExit, Liveness::default()).await;
+    assert!(QUIET >= Liveness::default().stall * 4);
+    let started = tokio::time::Instant::now();
     let r = engine.exec(&target(), request("sleep 2")).await.unwrap();
     assert_eq!(r.exit_code, Some(0));
     assert!(started.elapsed() >= QUIET, "the fake stayed quiet for {QUIET:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unanswered_exec_request_is_connection_lost_too() {
     let engine = engine_with(Mode::NoUpgrade, fast()).await;
     let e = tokio::time::timeout(Duration::from_secs(20), engine.exec(&target(), request("true")))

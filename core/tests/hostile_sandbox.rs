@@ -229,11 +229,12 @@ async fn a_process_that_ignores_term_is_ended_by_kill() {
         &engine,
         target(),
         &Call::default(),
-        SpawnRequest::new("trap '' TERM; echo ready; sleep 300", dir.to_str().unwrap()),
+        SpawnRequest::new("trap '' TERM; touch ready; sleep 300", dir.to_str().unwrap()),
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Killed once TERM is ignored (the file written after the trap), not after a time.
+    common::wait_until("the trap set", || dir.join("ready").exists()).await;
     process::kill(&engine, target(), &Call::default(), &p.id, Kill::Terminate).await.unwrap();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert_eq!((exit.exit_code, exit.signal, exit.timed_out), (None, Some(9), false), "{exit:?}");

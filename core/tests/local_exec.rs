@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{alive, local_engine, target};
+use common::{alive, local_engine, target, wait_gone, wait_until, HANG};
 use sandbox_core::exec::ExecRequest;
 use sandbox_core::ErrorCode;
 
@@ -35,23 +35,38 @@ async fn exit_codes_and_streams() {
 #[tokio::test]
 async fn returns_when_the_command_exits_while_a_child_holds_the_pipes() {
     let (engine, dir) = local_engine("background");
-    let t0 = Instant::now();
-    let r = engine.exec(target(), request("sleep 15 & echo $!; echo started", dir.to_str().unwrap())).await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
+    // The child never ends by itself: an exec that waited for the pipes to
+    // close would hang (caught by the bound), not merely be slow.
+    let r = tokio::time::timeout(
+        HANG,
+        engine.exec(target(), request("sleep 3600 & echo $!; echo started", dir.to_str().unwrap())),
+    )
+    .await
+    .expect("the exec returned while the child still runs")
+    .unwrap();
     assert_eq!(r.exit_code, Some(0));
     let out = String::from_utf8(r.stdout).unwrap();
     assert!(out.ends_with("started\n"), "{out:?}");
     let pid = pids(out.as_bytes())[0];
     assert!(alive(pid), "the background child keeps running");
-    // Its pipes are still being drained: it can write without EPIPE.
+    std::process::Command::new("kill").arg(pid.to_string()).status().unwrap();
+    // Its pipes are still being drained: it can write without EPIPE. The
+    // writer waits for the exec to have returned (`returned`), writes, then
+    // touches a file; killed by EPIPE, it is gone without the file.
     let r = engine
-        .exec(target(), request("(sleep 0.3; echo late; sleep 2; touch wrote-after) & echo x", dir.to_str().unwrap()))
+        .exec(
+            target(),
+            request(
+                "(while [ ! -e returned ]; do sleep 0.05; done; echo late; touch wrote-after) & echo $!",
+                dir.to_str().unwrap(),
+            ),
+        )
         .await
         .unwrap();
-    assert_eq!(r.stdout, b"x\n");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(dir.join("wrote-after").exists(), "a child writing after the exec returned was not killed by EPIPE");
-    std::process::Command::new("kill").arg(pid.to_string()).status().unwrap();
+    let writer = pids(&r.stdout)[0];
+    std::fs::write(dir.join("returned"), "").unwrap();
+    wait_gone(&[writer]).await;
+    assert!(dir.join("wrote-after").exists(), "a child writing after the exec returned was killed by EPIPE");
 }
 
 #[tokio::test]
@@ -70,17 +85,21 @@ async fn output_that_looks_like_a_trailer_is_output() {
 async fn timeout_kills_the_tree_including_reparented_children() {
     let (engine, dir) = local_engine("timeout");
     let cwd = dir.to_str().unwrap();
-    let mut req = request("(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 2; touch child-ran) & sleep 100", cwd);
-    req.timeout = Some(Duration::from_millis(500));
+    // A reparented sleeper, a plain one, and a subshell that would touch a
+    // file if it outlived the kill (it sleeps long, so only a kill that
+    // works ends it without the file). The timeout leaves the shell ample
+    // time to start them all.
+    let mut req =
+        request("(sleep 300 & echo $!); sleep 300 & echo $!; (sleep 30; touch child-ran) & echo $!; sleep 100", cwd);
+    req.timeout = Some(Duration::from_secs(1));
     let r = engine.exec(target(), req).await.unwrap();
     assert_eq!((r.exit_code, r.timed_out), (None, true));
     let found = pids(&r.stdout);
-    assert_eq!(found.len(), 2, "{:?}", String::from_utf8_lossy(&r.stdout));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    for pid in found {
-        assert!(!alive(pid), "pid {pid} survived the kill");
-    }
-    assert!(!dir.join("child-ran").exists());
+    assert_eq!(found.len(), 3, "{:?}", String::from_utf8_lossy(&r.stdout));
+    // A survivor would keep this waiting until it ends by itself: the 300 s
+    // sleepers past the bound, the subshell after writing its file.
+    wait_gone(&found).await;
+    assert!(!dir.join("child-ran").exists(), "the subshell survived the kill");
 }
 
 #[tokio::test]
@@ -89,29 +108,52 @@ async fn a_term_ignoring_command_is_killed_after_the_grace() {
     // The child's `sleep` carries the run's marker and is found before the
     // subshell waiting for it: a KILL that reached the `sleep` while the
     // subshell still ran would let it run `touch`.
-    let mut req = request("trap '' TERM; (trap '' TERM; sleep 60; touch child-ran) & sleep 100", dir.to_str().unwrap());
-    req.timeout = Some(Duration::from_millis(300));
+    let mut req =
+        request("trap '' TERM; (trap '' TERM; sleep 60; touch child-ran) & echo $!; sleep 100", dir.to_str().unwrap());
+    req.timeout = Some(Duration::from_secs(1));
     let t0 = Instant::now();
     let r = engine.exec(target(), req).await.unwrap();
     assert!(r.timed_out);
-    assert!(t0.elapsed() >= Duration::from_secs(2), "KILL came before the grace: {:?}", t0.elapsed());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A lower bound: load only makes it longer.
+    assert!(
+        t0.elapsed() >= Duration::from_secs(3),
+        "KILL came before the timeout and the 2 s grace: {:?}",
+        t0.elapsed()
+    );
+    // The subshell's pid: once it is gone, it either ran `touch` or was killed.
+    let subshell = pids(&r.stdout);
+    assert_eq!(subshell.len(), 1, "{:?}", String::from_utf8_lossy(&r.stdout));
+    wait_gone(&subshell).await;
     assert!(!dir.join("child-ran").exists(), "a shell of the tree ran on after its child was killed");
 }
 
 #[tokio::test]
 async fn abort_kills_the_tree_and_fails_with_aborted() {
     let (engine, dir) = local_engine("abort");
-    let req = request("(sleep 1; touch child-ran) & sleep 100", dir.to_str().unwrap());
+    let mut req = request("(sleep 30; touch child-ran) & echo $!; sleep 100", dir.to_str().unwrap());
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    req.output = Some(tx);
     let cancel = req.cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cancel.cancel();
+    // Aborts once the child is running (its pid printed), not after a time.
+    let child = tokio::spawn(async move {
+        let mut out = Vec::new();
+        while let Some(chunk) = rx.recv().await {
+            out.extend_from_slice(&chunk.data);
+            if out.ends_with(b"\n") {
+                cancel.cancel();
+                break;
+            }
+        }
+        while rx.recv().await.is_some() {}
+        pids(&out)
     });
     let e = engine.exec(target(), req).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Aborted);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!dir.join("child-ran").exists());
+    let child = child.await.unwrap();
+    assert_eq!(child.len(), 1);
+    // Gone either way: killed, or after its `touch`.
+    wait_gone(&child).await;
+    assert!(!dir.join("child-ran").exists(), "the child survived the abort");
 }
 
 #[tokio::test]
@@ -145,29 +187,39 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     let r = a.exec(target(), request("sleep 60 & echo $!", &cwd)).await.unwrap();
     let leftover = pids(&r.stdout)[0];
     // A run of A still going when A "crashes" (its future is dropped).
+    // Dropped once its command runs (not after a time).
     let running = a.exec(target(), request("sleep 300", &cwd));
-    let _ = tokio::time::timeout(Duration::from_millis(500), running).await;
+    tokio::select! {
+        r = running => panic!("sleep 300 ended: {r:?}"),
+        () = wait_until("the run's sleep 300", || !sleepers(&dir).is_empty()) => {}
+    }
     let before = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
     assert!(before >= 1);
+    let crashed = sleepers(&dir);
 
     let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     b.sweep_orphans(target()).await.unwrap();
-    let sleepers = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
-    let still: Vec<u32> = pids(&sleepers.stdout)
-        .into_iter()
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/environ"))
-                .map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}", dir.display())))
-                .unwrap_or(false)
-        })
-        .collect();
-    assert!(still.is_empty(), "the crashed run's command survived the sweep: {still:?}");
+    // Signalled by the sweep, gone once scheduled; a survivor waits out the bound.
+    wait_gone(&crashed).await;
     assert!(alive(leftover), "a finished run's background child was killed by the sweep");
     // Swept records are removed.
     let left: Vec<_> =
         std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "records left: {left:?}");
     std::process::Command::new("kill").arg(leftover.to_string()).status().unwrap();
+}
+
+/// The `sleep 300` processes of runs in `dir` (their `TMPDIR`).
+fn sleepers(dir: &std::path::Path) -> Vec<u32> {
+    let sleepers = std::process::Command::new("pgrep").args(["-f", "^sleep 300$"]).output().unwrap();
+    pids(&sleepers.stdout)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .map(|e| String::from_utf8_lossy(&e).contains(&format!("TMPDIR={}\0", dir.display())))
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -177,9 +229,9 @@ async fn finished_records_are_cleaned_up_as_runs_go_on() {
     for _ in 0..300 {
         engine.exec(target(), request("true", cwd)).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let left = std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
-    assert!(left < 100, "{left} records left after 300 runs");
+    // The removal runs in the background of later runs: wait for it.
+    let records = || std::fs::read_dir(dir.join("shm/.agent-sandbox/run")).unwrap().count();
+    wait_until("fewer than 100 records left after 300 runs", || records() < 100).await;
 }
 
 #[tokio::test]
@@ -187,7 +239,7 @@ async fn a_killed_command_leaves_no_shell_job_report_in_stderr() {
     let (engine, dir) = local_engine("jobreport");
     for stdin in [None, Some(bytes::Bytes::from_static(b"x"))] {
         let mut req = request("echo started; sleep 100", dir.to_str().unwrap());
-        req.timeout = Some(Duration::from_millis(300));
+        req.timeout = Some(Duration::from_secs(1));
         req.stdin = stdin;
         let r = engine.exec(target(), req).await.unwrap();
         assert!(r.timed_out);
@@ -255,7 +307,7 @@ async fn a_killed_tree_of_shells_reports_no_killed_jobs() {
             "echo started; (sleep 30; echo a) & (sleep 30; echo b) & (sh -c 'sleep 30') & sleep 100",
             dir.to_str().unwrap(),
         );
-        req.timeout = Some(Duration::from_millis(300));
+        req.timeout = Some(Duration::from_secs(1));
         let r = engine.exec(target(), req).await.unwrap();
         assert!(r.timed_out);
         assert_eq!((r.stdout.as_slice(), String::from_utf8_lossy(&r.stderr).as_ref()), (&b"started\n"[..], ""));

@@ -54,17 +54,25 @@ fn numbered(n: usize) -> String {
 #[tokio::test]
 async fn spawn_returns_at_once_and_follow_gets_everything_in_order() {
     let (engine, dir) = local_engine("p-follow");
-    let t0 = Instant::now();
-    let p = process::spawn(
-        &engine,
-        target(),
-        &Call::default(),
-        spawn_req("for i in $(seq 1 20); do echo $i; echo e$i >&2; sleep 0.05; done; exit 3", &dir),
+    // The command waits for a file the test writes after spawn returned: a
+    // spawn that waited for the command would hang (caught by the bound).
+    let p = tokio::time::timeout(
+        common::HANG,
+        process::spawn(
+            &engine,
+            target(),
+            &Call::default(),
+            spawn_req(
+                "while [ ! -e go ]; do sleep 0.05; done; for i in $(seq 1 20); do echo $i; echo e$i >&2; sleep 0.05; done; exit 3",
+                &dir,
+            ),
+        ),
     )
     .await
+    .expect("spawn returned while the command runs")
     .unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(2));
     assert!(p.pid > 1 && p.exit.is_none());
+    std::fs::write(dir.join("go"), "").unwrap();
     let (out, err, chunks, exit) = follow_all(&engine, &p.id, None).await;
     assert_eq!(out, numbered(20));
     assert_eq!(err, (1..=20).map(|i| format!("e{i}\n")).collect::<String>());
@@ -145,17 +153,26 @@ async fn kill_reaches_grandchildren_whose_parent_died() {
         &engine,
         target(),
         &Call::default(),
-        spawn_req("(sleep 2; touch marker) & (sh -c 'sleep 2; touch marker2' &); sleep 100", &dir),
+        spawn_req(
+            "(sleep 30; touch marker) & echo $! >pid1; (sh -c 'echo $$ >pid2.tmp; mv pid2.tmp pid2; sleep 30; touch marker2' &); sleep 100",
+            &dir,
+        ),
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Killed once both children run (their pids written), not after a time.
+    common::wait_until("both children started", || dir.join("pid1").exists() && dir.join("pid2").exists()).await;
+    let children: Vec<u32> = ["pid1", "pid2"]
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap().trim().parse().unwrap())
+        .collect();
     process::kill(&engine, target(), &Call::default(), &p.id, Kill::signal("TERM").unwrap()).await.unwrap();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     // A death the provider caused: no exit code, the signal instead.
     assert_eq!((exit.exit_code, exit.signal), (None, Some(15)));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!dir.join("marker").exists() && !dir.join("marker2").exists());
+    // Gone either way: killed, or after their `touch`.
+    common::wait_gone(&children).await;
+    assert!(!dir.join("marker").exists() && !dir.join("marker2").exists(), "a grandchild survived the kill");
     assert!(!alive(p.pid));
     let e = Kill::signal("NOPE").unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidRequest);
@@ -235,7 +252,7 @@ async fn processes_are_listed_from_a_new_engine_and_found_by_id() {
 async fn the_timeout_is_enforced_in_the_sandbox() {
     let (engine, dir) = local_engine("p-timeout");
     let mut req = spawn_req("echo started; trap '' TERM; sleep 100", &dir);
-    req.timeout = Some(Duration::from_millis(500));
+    req.timeout = Some(Duration::from_secs(1));
     let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let t0 = Instant::now();
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
@@ -319,7 +336,7 @@ async fn exec_reattached_survives_cut_connections_with_exact_output() {
     assert_eq!(streamed, plain.stdout.len() + plain.stderr.len());
     // Timeout and abort behave as a plain exec's.
     let mut req = ExecRequest::new("echo a; sleep 100", dir.to_str().unwrap());
-    req.timeout = Some(Duration::from_millis(500));
+    req.timeout = Some(Duration::from_secs(1));
     let r = process::exec_reattached(&engine, target(), req).await.unwrap();
     assert_eq!((r.exit_code, r.timed_out, r.stdout.as_slice()), (None, true, &b"a\n"[..]));
     // The abort resolves once the tree is killed (however slow the machine):

@@ -224,11 +224,11 @@ mod tests {
     #[tokio::test]
     async fn a_server_that_keeps_refusing_is_an_error_after_the_bounded_retries() {
         let (client, count) = fake_server(503, u32::MAX).await;
-        let started = std::time::Instant::now();
-        let err = get(&client).await.unwrap_err();
+        // 50 ms doubling, capped at 5 s, with jitter: about 12 s at most. The
+        // count is the check; the bound only catches retries without end.
+        let err =
+            tokio::time::timeout(Duration::from_secs(600), get(&client)).await.expect("the retries end").unwrap_err();
         assert_eq!(count.load(Ordering::SeqCst), RETRIES + 1);
-        // 50 ms doubling, capped at 5 s, with jitter: well under a minute.
-        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
         let action = Action { verb: "get", resource: "namespaces", name: Some("x"), namespace: "" };
         let err = api_error(err, action);
         assert_eq!(err.code, crate::ErrorCode::Unavailable, "{}", err.message);

@@ -109,7 +109,8 @@ impl<'a> Fields<'a> {
     pub fn finish(self) -> Result<()> {
         let unknown: Vec<&String> = self.map.keys().filter(|k| !self.seen.contains(k.as_str())).collect();
         if let Some(k) = unknown.first() {
-            let known: Vec<&str> = self.seen.iter().copied().collect();
+            // `__test…` options are test seams, not named to users.
+            let known: Vec<&str> = self.seen.iter().copied().filter(|k| !k.starts_with("__test")).collect();
             return Err(Error::config(format!(
                 "unknown option `{}` (known options here: {})",
                 self.name(k),

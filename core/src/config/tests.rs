@@ -82,6 +82,8 @@ fn errors_name_the_option() {
     assert!(wp(json!({ "ttlSeconds": 5 })).contains("ttlSeconds"));
     assert!(wp(json!({ "onEvent": "string" })).contains("onEvent"));
     assert!(wp(json!({ "warmPol": "x" })).contains("unknown option `warmPol`"));
+    // The test seam is accepted, and not named to users among the known options.
+    assert!(!wp(json!({ "warmPol": "x", "__testTtlRefreshMs": 1000 })).contains("__test"));
     assert!(wp(json!({ "claim": { "labels": { "a": 1 } } })).contains("claim.labels"));
     assert!(wp(json!({ "claim": { "env": { "1A": "x" } } })).contains("claim.env"));
     assert!(wp(json!({ "claim": { "volumeClaimTemplates": [{ "spec": {} }] } })).contains("metadata.name"));

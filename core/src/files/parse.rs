@@ -89,11 +89,6 @@ mod properties {
 
     proptest! {
         #[test]
-        fn any_stat_line_parses_or_is_an_error(line in ".{0,80}") {
-            let _ = parse_stat(&line);
-        }
-
-        #[test]
         fn stat_fields_round_trip(
             link in any::<bool>(),
             mode in any::<u32>(),

@@ -36,7 +36,7 @@ impl Lifecycle {
     /// removes. Many destroys at once also finish sooner.
     ///
     /// The Sandbox (warm-pool mode) and the pod are deleted here too when
-    /// they are still there after [`COLLECTOR_GRACE`]: after an API server
+    /// they are still there after `COLLECTOR_GRACE` (2 s): after an API server
     /// restart the collector acts only once its informers have relisted,
     /// which took 6–46 s after a 5 s outage on the local cluster, and the
     /// sandbox kept running all that time. Normally the collector is done

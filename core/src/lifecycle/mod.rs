@@ -115,7 +115,7 @@ impl Lifecycle {
             caches: Caches::new(&conn.client, &namespace, warm, stop),
             rules: access::RulesCache::default(),
             namespace,
-            ttl: config.ttl.map(Ttl::new),
+            ttl: config.ttl.map(|t| Ttl::new(t).with_refresh_interval(config.ttl_refresh_interval)),
             config,
             sink,
             fresh: Mutex::new(HashMap::new()),

@@ -110,6 +110,33 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// How long a test waits for something that happens in milliseconds when
+/// it works: only a hang (or broken behaviour) waits this out, however loaded
+/// the machine.
+pub const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits until `done()` holds, checking every 20 ms; panics with `what` after
+/// [`HANG`].
+pub async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + HANG;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "still waiting after {HANG:?}: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until none of `pids` is alive: the negative checks of a kill look
+/// only after this, so a slow machine cannot make them pass before the
+/// killed tree would have acted.
+pub async fn wait_gone(pids: &[u32]) {
+    wait_until(&format!("pids {pids:?} to be gone"), || pids.iter().all(|&p| !alive(p))).await;
+}
+
+/// The numbers in `text` (pids a command printed).
+pub fn pids_in(text: &[u8]) -> Vec<u32> {
+    String::from_utf8_lossy(text).split_whitespace().filter_map(|w| w.parse().ok()).collect()
+}
+
 async fn pump(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: mpsc::Sender<OutputChunk>) {
     let mut buf = vec![0u8; 32 * 1024];
     loop {

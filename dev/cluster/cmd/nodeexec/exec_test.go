@@ -71,9 +71,14 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("stream reset") }
 
+// hang bounds every wait for something that takes milliseconds when it
+// works: only a hang (or broken behaviour) waits it out, however loaded the
+// machine.
+const hang = 2 * time.Minute
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(hang); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
@@ -83,7 +88,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // noGoroutinesLeft fails unless the goroutine count comes back to base.
 func noGoroutinesLeft(t *testing.T, base int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > base; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(hang); runtime.NumGoroutine() > base; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			var stacks bytes.Buffer
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
@@ -161,7 +166,7 @@ func TestAttachStreamEndClosesPipesAndReaps(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want the stream's end", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("attach did not return when the stream ended")
 	}
 	if s := lateWrite(t, status); s != "141" {
@@ -198,7 +203,7 @@ func waitServed(t *testing.T, served chan struct{}) {
 	t.Helper()
 	select {
 	case <-served:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the exec did not end with its connection")
 	}
 }
@@ -320,7 +325,7 @@ func TestPodExecStoppedThenKilledIsReaped(t *testing.T) {
 		if code, ok := exitCode(err); !ok || code != 128+int(syscall.SIGTERM) {
 			t.Fatalf("err = %v, want exit code 143", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the exec did not end after its process was stopped and killed")
 	}
 	if !reaped(pid) {
