@@ -265,6 +265,16 @@ where
         state.live.then(|| state.store.get(name).cloned()).flatten()
     }
 
+    /// The object from the live cache, else by GET (404 → `None`): a read
+    /// that costs no request while the watch is live, and is never older
+    /// than a GET otherwise.
+    pub async fn read(&self, name: &str) -> Result<Option<K>> {
+        match self.cached(name) {
+            Some(o) => Ok(Some((*o).clone())),
+            None => self.shared.source.get(name).await,
+        }
+    }
+
     /// The object's states, fresh only (see the module doc), and the watch's
     /// errors: the same stream a per-object watch yields, from the shared
     /// watch. `uid`: only that object counts (one this provider just

@@ -120,17 +120,17 @@ pub struct RulesCache {
 }
 
 impl RulesCache {
-    /// The rules, from a review less than [`REVIEW_FOR`] old unless `fresh`;
-    /// `None` when the server cannot say for sure (not remembered).
-    async fn rules(&self, client: &Client, namespace: &str, fresh: bool) -> Option<Arc<Vec<ResourceRule>>> {
+    /// The rules, from a review less than [`REVIEW_FOR`] old when `reuse`
+    /// allows, else from a new one, and whether they are new. `None` when the
+    /// server cannot say for sure (not remembered).
+    async fn rules(&self, client: &Client, namespace: &str, reuse: bool) -> Option<(Arc<Vec<ResourceRule>>, bool)> {
         let mut last = self.last.lock().await;
-        if let Some((at, rules)) = last.as_ref().filter(|(at, _)| !fresh && at.elapsed() < REVIEW_FOR) {
-            let _ = at;
-            return Some(rules.clone());
+        if let Some((_, rules)) = last.as_ref().filter(|(at, _)| reuse && at.elapsed() < REVIEW_FOR) {
+            return Some((rules.clone(), false));
         }
         let rules = Arc::new(review(client, namespace).await?);
         *last = Some((Instant::now(), rules.clone()));
-        Some(rules)
+        Some((rules, true))
     }
 }
 
@@ -139,13 +139,15 @@ impl RulesCache {
 /// A refusal is always decided on a review made for this call, so a
 /// permission given back meanwhile counts.
 pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need], cache: &RulesCache) -> Result<()> {
-    let mut missing = Vec::new();
-    for fresh in [false, true] {
-        let Some(rules) = cache.rules(client, namespace, fresh).await else { return Ok(()) };
+    let Some((rules, fresh)) = cache.rules(client, namespace, true).await else { return Ok(()) };
+    let mut missing = self::missing(&rules, needs);
+    if !missing.is_empty() && !fresh {
+        // Remembered rules may predate a permission given back: ask again.
+        let Some((rules, _)) = cache.rules(client, namespace, false).await else { return Ok(()) };
         missing = self::missing(&rules, needs);
-        if missing.is_empty() {
-            return Ok(());
-        }
+    }
+    if missing.is_empty() {
+        return Ok(());
     }
     Err(Error::new(
         ErrorCode::Forbidden,

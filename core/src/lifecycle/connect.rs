@@ -102,7 +102,7 @@ impl Lifecycle {
     /// Reads the claim (from the cache, else by GET), checks it is ours and
     /// moves its TTL if due; `None` if it is gone.
     async fn fetch_claim(&self, id: &SandboxId, actor_id: &str) -> Result<Option<ClaimObject>> {
-        let claim = self.read(&self.caches.claims, Kind::SandboxClaim, &id.namespace, &id.name).await?;
+        let claim = self.caches.claims.read(&id.name).await?;
         let Some(claim) = claim.filter(|c| !deleting(c)) else { return Ok(None) };
         check_owner(&claim, actor_id, id)?;
         let current = claim.spec.lifecycle.as_ref().and_then(|l| l.shutdown_time.clone());
@@ -161,7 +161,7 @@ impl Lifecycle {
             let cached = self.caches.sandboxes.cached(name).map(|s| (*s).clone());
             (cached, self.caches.pods.cached(name).map(|p| (*p).clone()))
         } else {
-            futures::try_join!(self.read(&self.caches.sandboxes, Kind::Sandbox, ns, name), self.read_pod(ns, name))?
+            futures::try_join!(self.caches.sandboxes.read(name), self.caches.pods.read(name))?
         };
         let sandbox = sandbox.filter(|s| !deleting(s));
         if sandbox.is_none() && !self.warm() && call.created.is_none() {

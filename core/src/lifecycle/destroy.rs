@@ -51,12 +51,12 @@ impl Lifecycle {
         let kind = self.kind();
         self.caches.start(self.warm());
         let (meta, bound) = if self.warm() {
-            let claim: Option<ClaimObject> = self.read(&self.caches.claims, kind, ns, &id.name).await?;
+            let claim: Option<ClaimObject> = self.caches.claims.read(&id.name).await?;
             let Some(claim) = claim else { return Ok(()) };
             let bound = bound_sandbox(&claim).map(str::to_owned);
             (claim.metadata, bound)
         } else {
-            let sandbox: Option<SandboxObject> = self.read(&self.caches.sandboxes, kind, ns, &id.name).await?;
+            let sandbox: Option<SandboxObject> = self.caches.sandboxes.read(&id.name).await?;
             let Some(sandbox) = sandbox else { return Ok(()) };
             (sandbox.metadata, None)
         };

@@ -162,37 +162,6 @@ impl Lifecycle {
         get_opt(kind.api::<P, U>(&self.client, ns), kind.resource(), ns, name).await
     }
 
-    /// GET of the pod `name`; 404 → `None`.
-    async fn get_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {
-        get_opt(Api::namespaced(self.client.clone(), ns), "pods", ns, name).await
-    }
-
-    /// The object from the live cache, else by GET (404 → `None`).
-    async fn read<P, U>(
-        &self,
-        cache: &Informer<Object<P, U>>,
-        kind: Kind,
-        ns: &str,
-        name: &str,
-    ) -> Result<Option<Object<P, U>>>
-    where
-        P: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-        U: Clone + DeserializeOwned + std::fmt::Debug + Default + Send + Sync + 'static,
-    {
-        match cache.cached(name) {
-            Some(o) => Ok(Some((*o).clone())),
-            None => self.get(kind, ns, name).await,
-        }
-    }
-
-    /// The pod from the live cache, else by GET (404 → `None`).
-    async fn read_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {
-        match self.caches.pods.cached(name) {
-            Some(p) => Ok(Some((*p).clone())),
-            None => self.get_pod(ns, name).await,
-        }
-    }
-
     /// Shared watches open now, how many of them are failing (an error since
     /// their last complete list), and the lists they started so far.
     pub fn watches(&self) -> (usize, usize, u64) {

@@ -21,7 +21,7 @@ impl Lifecycle {
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;
         let name = if self.warm() {
-            let claim: Option<ClaimObject> = self.read(&self.caches.claims, Kind::SandboxClaim, ns, &id.name).await?;
+            let claim: Option<ClaimObject> = self.caches.claims.read(&id.name).await?;
             let Some(claim) = claim else { return Ok(()) };
             if !names::owned_by(&claim.metadata, actor_id) {
                 return Err(not_ours(Kind::SandboxClaim, &id));
@@ -40,7 +40,7 @@ impl Lifecycle {
         } else {
             id.name.clone()
         };
-        let sb: Option<SandboxObject> = self.read(&self.caches.sandboxes, Kind::Sandbox, ns, &name).await?;
+        let sb: Option<SandboxObject> = self.caches.sandboxes.read(&name).await?;
         let Some(sb) = sb else { return Ok(()) };
         if !self.warm() && !names::owned_by(&sb.metadata, actor_id) {
             return Err(not_ours(Kind::Sandbox, &id));
