@@ -287,6 +287,7 @@ export const ErrorCode: {
   readonly Aborted: "aborted";
   readonly TooLarge: "too_large";
   readonly IsDirectory: "is_directory";
+  readonly Unsupported: "unsupported";
   readonly Internal: "internal";
 };
 

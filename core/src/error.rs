@@ -31,6 +31,10 @@ pub enum ErrorCode {
     TooLarge,
     /// A path is a directory where a file was expected, or the reverse.
     IsDirectory,
+    /// This image, runtime or cluster cannot do this: a tool missing in the
+    /// image, no port-forward on this runtime, no Service for the sandbox.
+    /// Distinct from `InvalidState`: retrying later does not help.
+    Unsupported,
     /// Anything else; the message says what. Stays last (see `ALL`).
     Internal,
 }
@@ -38,7 +42,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code, in declaration order (the addon exports them as
     /// `ErrorCode`).
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Config,
         ErrorCode::InvalidRequest,
         ErrorCode::NotFound,
@@ -51,6 +55,7 @@ impl ErrorCode {
         ErrorCode::Aborted,
         ErrorCode::TooLarge,
         ErrorCode::IsDirectory,
+        ErrorCode::Unsupported,
         ErrorCode::Internal,
     ];
 
@@ -69,6 +74,7 @@ impl ErrorCode {
             ErrorCode::Aborted => "aborted",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::IsDirectory => "is_directory",
+            ErrorCode::Unsupported => "unsupported",
             ErrorCode::Internal => "internal",
         }
     }
