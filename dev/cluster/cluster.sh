@@ -66,38 +66,67 @@ EXT_BIN=$CACHE/thirdparty-$(hash_of "$HERE/thirdparty/go.mod" "$HERE/thirdparty/
 nodeexec_key() { echo "$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)"; }
 NODEEXEC_BIN=$(nodeexec_key)
 
+# build_into DEST PROBE CMD...: runs "CMD... <dir>" to build into a private
+# directory next to DEST, then moves that into place (DEST/PROBE marks a
+# complete one). Several `up`s
+# at once (slots, fresh clones) each build their own, and the first to finish
+# wins: a directory in place is complete and never replaced under a running
+# cluster; a later finisher discards its copy.
+build_into() {
+	local dest=$1 probe=$2 tmp
+	shift 2
+	tmp=$(mktemp -d "$dest.tmp.XXXXXX")
+	chmod 755 "$tmp"
+	if ! "$@" "$tmp"; then
+		rm -rf "$tmp"
+		return 1
+	fi
+	if [[ -x $dest/$probe ]]; then
+		rm -rf "$tmp"
+		return 0
+	fi
+	rm -rf "$dest" # an incomplete leftover of an older layout
+	mv -T "$tmp" "$dest" 2>/dev/null || rm -rf "$tmp"
+}
+
+build_k8s() {
+	local minor=${K8S#v1.}; minor=${minor%%.*}
+	local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1"
+	ld+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+	ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S"
+	(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -ldflags="$ld" -o "$1/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
+}
+
+build_thirdparty() {
+	(cd "$HERE/thirdparty" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$1/" \
+		sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
+}
+
+build_nodeexec() {
+	(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -o "$1/nodeexec" ./cmd/nodeexec)
+	# The key was taken before the build: sources edited meanwhile would
+	# be cached under the old sources' name.
+	if [[ $(nodeexec_key) != "$NODEEXEC_BIN" ]]; then
+		log "nodeexec's sources changed during its build: run 'cluster.sh up' again"
+		return 1
+	fi
+}
+
 build() {
 	local t0=$SECONDS
 	if [[ ! -x $K8S_BIN/kube-apiserver ]]; then
 		log "building Kubernetes $K8S components and etcd (cold: ~10-15 min on 2 cores)"
-		local minor=${K8S#v1.}; minor=${minor%%.*}
-		local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1"
-		ld+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
-		ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S"
-		mkdir -p "$K8S_BIN.tmp"
-		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -ldflags="$ld" -o "$K8S_BIN.tmp/" \
-			k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-			k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
-		rm -rf "$K8S_BIN" && mv "$K8S_BIN.tmp" "$K8S_BIN"
+		build_into "$K8S_BIN" kube-apiserver build_k8s || die "building Kubernetes failed"
 	fi
 	if [[ ! -x $EXT_BIN/agent-sandbox-controller ]]; then
 		log "building kwok $KWOK and agent-sandbox controller $SBX"
-		mkdir -p "$EXT_BIN.tmp"
-		(cd "$HERE/thirdparty" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$EXT_BIN.tmp/" \
-			sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
-		rm -rf "$EXT_BIN" && mv "$EXT_BIN.tmp" "$EXT_BIN"
+		build_into "$EXT_BIN" agent-sandbox-controller build_thirdparty || die "building kwok and agent-sandbox failed"
 	fi
 	if [[ ! -x $NODEEXEC_BIN/nodeexec ]]; then
 		log "building nodeexec"
-		mkdir -p "$NODEEXEC_BIN.tmp"
-		(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -o "$NODEEXEC_BIN.tmp/nodeexec" ./cmd/nodeexec)
-		# The key was taken before the build: sources edited meanwhile would
-		# be cached under the old sources' name.
-		if [[ $(nodeexec_key) != "$NODEEXEC_BIN" ]]; then
-			rm -rf "$NODEEXEC_BIN.tmp"
-			die "nodeexec's sources changed during its build: run 'cluster.sh up' again"
-		fi
-		rm -rf "$NODEEXEC_BIN" && mv "$NODEEXEC_BIN.tmp" "$NODEEXEC_BIN"
+		build_into "$NODEEXEC_BIN" nodeexec build_nodeexec || die "building nodeexec failed"
 	fi
 	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"
 	return 0
