@@ -842,4 +842,3 @@ module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
 module.exports.errorCodes = nativeBinding.errorCodes
-module.exports.validateOptions = nativeBinding.validateOptions

@@ -78,20 +78,19 @@ export declare class NativeProcessTask {
 /** One provider configuration with its Kubernetes client and exec engine. */
 export declare class NativeProvider {
   /**
-   * Validates the options and builds the client (reads the kubeconfig,
-   * may run an exec auth plugin). No API call is made.
+   * Validates the options (as JSON; `onEvent` replaced by its `typeof`),
+   * throwing a `config` error naming the first bad one. A `kubeConfig`
+   * path is read here; the client is built by the first call.
    */
-  static open(options: unknown, onEvent: ((event: unknown) => void) | null): Promise<NativeProvider>
+  constructor(options: unknown, onEvent: ((event: unknown) => void) | null)
+  /** `provider.name`. */
+  get name(): string
+  /** `provider.cwd`. */
+  get cwd(): string
   /** Starts provisioning a sandbox for the actor; resolves to its id. */
   create(actorId: string): Promise<string>
   /** Waits for the sandbox (resuming it); `null` when it no longer exists. */
   connect(actorId: string, id: string): Promise<NativeSandbox | null>
-  /**
-   * Activity on the sandbox (an exec): moves the TTL backstop in the
-   * background, at most about once a minute. Never fails: the backstop is
-   * best effort and the next activity retries.
-   */
-  touch(id: string): void
   /** Suspends the sandbox (per the `suspend` option). */
   suspend(actorId: string, id: string): Promise<void>
   /** Requests sent so far and the shared watches (see `Provider::stats`). */
@@ -268,17 +267,3 @@ export interface NativeSpawnOptions {
   /** Bytes kept of each of stdout and stderr; default 32 MiB, at most 64 MiB. */
   maxOutputBytes?: number
 }
-
-/** What JS needs to know synchronously about a valid configuration. */
-export interface ProviderInfo {
-  /** `provider.name`. */
-  name: string
-  /** `provider.cwd`. */
-  cwd: string
-}
-
-/**
- * Validates the options (as JSON; `onEvent` replaced by its `typeof`).
- * Throws a `config` error naming the first bad option.
- */
-export declare function validateOptions(options: unknown): ProviderInfo

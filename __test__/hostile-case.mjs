@@ -11,7 +11,7 @@ import { OPTIONS } from "./sandbox-fixture.mjs";
 
 const native = createRequire(import.meta.url)("../native.cjs");
 const extra = JSON.parse(process.env.PROVIDER_OPTIONS ?? "{}");
-const provider = await native.NativeProvider.open({ ...OPTIONS, ...extra }, null);
+const provider = new native.NativeProvider({ ...OPTIONS, ...extra }, null);
 const sandbox = wrapSandbox(await provider.connect(process.env.ACTOR, process.env.ID));
 const dir = process.env.DIR;
 const [name, arg] = process.argv.slice(2);

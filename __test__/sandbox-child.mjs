@@ -9,7 +9,7 @@ import { wrapSandbox } from "../js/sandbox.js";
 import { OPTIONS } from "./sandbox-fixture.mjs";
 
 const native = createRequire(import.meta.url)("../native.cjs");
-const provider = await native.NativeProvider.open(OPTIONS, null);
+const provider = new native.NativeProvider(OPTIONS, null);
 const sandbox = wrapSandbox(await provider.connect(process.env.ACTOR, process.env.ID));
 const [action, arg, after] = process.argv.slice(2);
 

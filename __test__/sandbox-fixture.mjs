@@ -19,7 +19,7 @@ export const OPTIONS = { namespace, warmPool: POOL, suspend: "none", cwd: "/tmp"
 
 /** Creates and connects a sandbox; `close()` destroys it. */
 export async function openSandbox(label, options = {}) {
-  const provider = await native.NativeProvider.open({ ...OPTIONS, ...options }, null);
+  const provider = new native.NativeProvider({ ...OPTIONS, ...options }, null);
   const actor = actorId(label);
   const id = await provider.create(actor);
   const connect = async () => {

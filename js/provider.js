@@ -1,8 +1,9 @@
 // agentSandboxProvider(options): a plain object satisfying the Rivet
-// SandboxProvider contract. Options are validated synchronously by the addon
-// (a bad option throws here, with `code: "config"`); the Kubernetes client is
-// built lazily on the first call, so constructing a provider never touches the
-// network.
+// SandboxProvider contract. The addon's provider validates the options
+// synchronously (a bad option throws here, with `code: "config"`) and builds
+// its Kubernetes client on the first call, so constructing a provider never
+// touches the network. Every sandbox call counts as activity for the
+// `ttlSeconds` backstop inside the addon.
 
 import { callNative, fromNative } from "./errors.js";
 import { native } from "./native.js";
@@ -18,45 +19,26 @@ export function agentSandboxProvider(options) {
   // `config` naming the option); `onEvent` goes in as its `typeof`, and the
   // function itself to the addon separately, as a weak callback.
   const { json, onEvent } = optionsToJson(options);
-  const { name, cwd } = validate(json);
   const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
-
-  /** @type {Promise<any> | undefined} */
-  let opening;
-  /** @type {any} */
-  let opened;
-  // The native provider (client + exec engine), built on first use and shared
-  // by every actor; a failed build is retried by the next call.
-  const open = () => {
-    opening ??= native.NativeProvider.open(json, callback).then(
-      (provider) => (opened = provider),
-      (err) => {
-        opening = undefined;
-        throw err;
-      },
-    );
-    return opening;
-  };
-
+  const provider = construct(json, callback);
   return {
-    name,
-    cwd,
-    create: (c) => callNative(async () => (await open()).create(actorId(c))),
+    name: provider.name,
+    cwd: provider.cwd,
+    create: (c) => callNative(() => provider.create(actorId(c))),
     connect: (c, id) =>
       callNative(async () => {
-        const provider = await open();
         const sandbox = await provider.connect(actorId(c), String(id));
-        return sandbox == null ? undefined : withActivity(wrapSandbox(sandbox), () => provider.touch(String(id)));
+        return sandbox == null ? undefined : wrapSandbox(sandbox);
       }),
-    suspend: (c, id) => callNative(async () => void (await (await open()).suspend(actorId(c), String(id)))),
-    destroy: (c, id) => callNative(async () => void (await (await open()).destroy(actorId(c), String(id)))),
-    stats: () => opened?.stats() ?? { requests: {}, watches: 0, failing: 0, lists: 0 },
+    suspend: (c, id) => callNative(async () => void (await provider.suspend(actorId(c), String(id)))),
+    destroy: (c, id) => callNative(async () => void (await provider.destroy(actorId(c), String(id)))),
+    stats: () => provider.stats(),
   };
 }
 
-function validate(json) {
+function construct(json, callback) {
   try {
-    return native.validateOptions(json);
+    return new native.NativeProvider(json, callback);
   } catch (err) {
     const e = fromNative(err);
     if (/** @type {any} */ (e)?.code === "config") throw e;
@@ -65,19 +47,6 @@ function validate(json) {
     // a bad option, said without napi's words (the original is the `cause`).
     throw configError("", "could not be converted for the addon (see the error's `cause`)", err);
   }
-}
-
-// Each exec and spawn counts as activity for the `ttlSeconds` backstop (the
-// addon throttles the resulting patches to about one a minute per sandbox).
-function withActivity(sandbox, touch) {
-  for (const name of ["exec", "spawn"]) {
-    const call = sandbox[name];
-    sandbox[name] = (...args) => {
-      touch();
-      return call.apply(sandbox, args);
-    };
-  }
-  return sandbox;
 }
 
 function actorId(c) {

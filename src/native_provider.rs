@@ -1,6 +1,5 @@
-//! The provider binding: option validation (sync) and `NativeProvider`
-//! (create / connect / suspend / destroy). `js/provider.js` wraps it into
-//! the plain provider object.
+//! The provider binding: `NativeProvider` (create / connect / suspend /
+//! destroy). `js/provider.js` wraps it into the plain provider object.
 
 use std::sync::Arc;
 
@@ -15,23 +14,6 @@ use sandbox_core::Provider;
 use crate::errors::to_napi;
 use crate::native_sandbox::NativeSandbox;
 
-/// What JS needs to know synchronously about a valid configuration.
-#[napi(object)]
-pub struct ProviderInfo {
-    /// `provider.name`.
-    pub name: String,
-    /// `provider.cwd`.
-    pub cwd: String,
-}
-
-/// Validates the options (as JSON; `onEvent` replaced by its `typeof`).
-/// Throws a `config` error naming the first bad option.
-#[napi(ts_args_type = "options: unknown")]
-pub fn validate_options(options: serde_json::Value) -> napi::Result<ProviderInfo> {
-    let c = config::parse(&options).map_err(to_napi)?;
-    Ok(ProviderInfo { name: c.name, cwd: c.cwd })
-}
-
 /// The `onEvent` callback: weak, so it never keeps Node's event loop alive,
 /// and called with the event only (no error argument).
 type EventCallback = ThreadsafeFunction<serde_json::Value, Unknown<'static>, serde_json::Value, Status, false, true>;
@@ -44,10 +26,11 @@ pub struct NativeProvider {
 
 #[napi]
 impl NativeProvider {
-    /// Validates the options and builds the client (reads the kubeconfig,
-    /// may run an exec auth plugin). No API call is made.
-    #[napi(factory, ts_args_type = "options: unknown, onEvent: ((event: unknown) => void) | null")]
-    pub async fn open(options: serde_json::Value, on_event: Option<EventCallback>) -> napi::Result<NativeProvider> {
+    /// Validates the options (as JSON; `onEvent` replaced by its `typeof`),
+    /// throwing a `config` error naming the first bad one. A `kubeConfig`
+    /// path is read here; the client is built by the first call.
+    #[napi(constructor, ts_args_type = "options: unknown, onEvent: ((event: unknown) => void) | null")]
+    pub fn new(options: serde_json::Value, on_event: Option<EventCallback>) -> napi::Result<NativeProvider> {
         let config = config::parse(&options).map_err(to_napi)?;
         let sink: Option<EventSink> = on_event.map(|f| {
             let f = Arc::new(f);
@@ -58,8 +41,19 @@ impl NativeProvider {
             });
             sink
         });
-        let inner = Provider::new(config, sink).await.map_err(to_napi)?;
-        Ok(NativeProvider { inner: Arc::new(inner) })
+        Ok(NativeProvider { inner: Arc::new(Provider::new(config, sink)) })
+    }
+
+    /// `provider.name`.
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.inner.config().name.clone()
+    }
+
+    /// `provider.cwd`.
+    #[napi(getter)]
+    pub fn cwd(&self) -> String {
+        self.inner.config().cwd.clone()
     }
 
     /// Starts provisioning a sandbox for the actor; resolves to its id.
@@ -75,14 +69,6 @@ impl NativeProvider {
         let inner = self.inner.clone();
         let sandbox = inner.connect(&actor_id, &id).await.map_err(to_napi)?;
         Ok(sandbox.map(NativeSandbox::from_core))
-    }
-
-    /// Activity on the sandbox (an exec): moves the TTL backstop in the
-    /// background, at most about once a minute. Never fails: the backstop is
-    /// best effort and the next activity retries.
-    #[napi]
-    pub fn touch(&self, id: String) {
-        self.inner.touch_in_background(&id);
     }
 
     /// Suspends the sandbox (per the `suspend` option).

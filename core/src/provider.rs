@@ -2,9 +2,10 @@
 //! exposes as the provider object.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tokio::runtime::Handle;
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -15,49 +16,89 @@ use crate::config::ProviderConfig;
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::ExecEngine;
 use crate::lifecycle::{EventSink, Lifecycle};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Activity, Sandbox};
 use crate::trace;
 
 /// One provider configuration: a Kubernetes client, the lifecycle and one
 /// exec engine shared by every sandbox it connects.
+///
+/// Built synchronously from a validated configuration; the client and what
+/// hangs on it are built by the first call that needs them (so constructing
+/// a provider never touches the network), and a failed build is tried again
+/// by the next call.
 pub struct Provider {
+    config: Arc<ProviderConfig>,
+    on_event: Option<EventSink>,
+    parts: OnceCell<Arc<Parts>>,
+    /// The provider's own background work (TTL touches); `stop` cancels it,
+    /// and the shared watches, when the provider is dropped.
+    background: TaskTracker,
+    stop: CancellationToken,
+}
+
+/// What the first call builds.
+struct Parts {
     lifecycle: Arc<Lifecycle>,
     /// What the client has sent so far.
     requests: Requests,
     engine: ExecEngine,
-    config: Arc<ProviderConfig>,
-    /// The provider's own background work (TTL touches), on the runtime it
-    /// was built in; `stop` cancels it, and the shared watches, when the
-    /// provider is dropped.
+    /// Where background touches run: the runtime the parts were built in.
+    runtime: Handle,
     background: TaskTracker,
     stop: CancellationToken,
-    runtime: Handle,
 }
 
 impl Provider {
-    /// Builds the client from `config.kube_config` (must run in Tokio).
-    /// `on_event` receives lifecycle progress events.
-    pub async fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Result<Provider> {
-        let conn = client::connect(&config.kube_config).await?;
-        let config = Arc::new(config);
-        let stop = CancellationToken::new();
-        let lifecycle = Lifecycle::new(&conn, config.clone(), on_event, &stop);
-        let engine = ExecEngine::new(
-            conn.client.clone(),
-            lifecycle.pod_cache(),
-            config.max_concurrent_execs,
-            config.max_concurrent_execs_per_sandbox,
-        )
-        .with_commands_in_audit_log(config.commands_in_audit_log);
-        Ok(Provider {
-            lifecycle: Arc::new(lifecycle),
-            requests: conn.requests.clone(),
-            engine,
-            config,
+    /// A provider for `config`; `on_event` receives lifecycle progress
+    /// events. Does no I/O and needs no runtime.
+    pub fn new(config: ProviderConfig, on_event: Option<EventSink>) -> Provider {
+        Provider {
+            config: Arc::new(config),
+            on_event,
+            parts: OnceCell::new(),
             background: TaskTracker::new(),
-            stop,
-            runtime: Handle::current(),
-        })
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The client, lifecycle and engine, built once by whichever call comes
+    /// first (concurrent first calls wait for the same build). Must run in
+    /// Tokio.
+    ///
+    /// The build reads kubeconfig and token files and may run an exec
+    /// credential plugin: it runs on a blocking thread, never on a runtime
+    /// worker that other sandboxes' calls share.
+    async fn parts(&self) -> Result<&Arc<Parts>> {
+        self.parts
+            .get_or_try_init(|| async {
+                let (config, runtime) = (self.config.clone(), Handle::current());
+                let build = runtime.clone();
+                let conn = tokio::task::spawn_blocking(move || build.block_on(client::connect(&config.kube_config)))
+                    .await
+                    .map_err(|e| Error::internal(format!("building the Kubernetes client failed: {e}")))??;
+                let lifecycle = Lifecycle::new(&conn, self.config.clone(), self.on_event.clone(), &self.stop);
+                let engine = ExecEngine::new(
+                    conn.client.clone(),
+                    lifecycle.pod_cache(),
+                    self.config.max_concurrent_execs,
+                    self.config.max_concurrent_execs_per_sandbox,
+                )
+                .with_commands_in_audit_log(self.config.commands_in_audit_log);
+                Ok(Arc::new(Parts {
+                    lifecycle: Arc::new(lifecycle),
+                    requests: conn.requests.clone(),
+                    engine,
+                    runtime,
+                    background: self.background.clone(),
+                    stop: self.stop.clone(),
+                }))
+            })
+            .await
     }
 
     /// Starts provisioning a sandbox for `actor_id`; returns its id.
@@ -68,7 +109,8 @@ impl Provider {
     /// it (the name derives from the actor id) instead of making another.
     pub async fn create(&self, actor_id: &str) -> Result<String> {
         check_actor(actor_id)?;
-        traced("create", actor_id, self.lifecycle.create(actor_id), |id| format!("made {id}")).await
+        let parts = self.parts().await?;
+        traced("create", actor_id, parts.lifecycle.create(actor_id), |id| format!("made {id}")).await
     }
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
@@ -82,6 +124,7 @@ impl Provider {
     /// effect (the sandbox keeps starting); the next `connect` waits for it.
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
+        let parts = self.parts().await?;
         // A reconnect answers from the shared watches' cache, which can be a
         // moment behind a change made elsewhere (a suspend by another
         // process, a pod deleted by hand). The sweep's exec is then the first
@@ -91,7 +134,7 @@ impl Provider {
         let mut rounds = 0;
         loop {
             rounds += 1;
-            let connected = traced("connect", id, self.lifecycle.connect(actor_id, id), |c| match c {
+            let connected = traced("connect", id, parts.lifecycle.connect(actor_id, id), |c| match c {
                 Some(c) => {
                     format!("ready in {}/{}{}", c.target.namespace, c.target.pod, if c.fresh { " (fresh)" } else { "" })
                 }
@@ -102,39 +145,31 @@ impl Provider {
             // An exec costs as much as the rest of a warm connect: skip it
             // where no process can have been left behind.
             if !connected.fresh {
-                match self.engine.sweep_orphans(&target).await {
+                match parts.engine.sweep_orphans(&target).await {
                     Err(e) if e.code == ErrorCode::ConnectionLost && rounds == 1 => continue,
                     swept => swept?,
                 }
             }
-            return Ok(Some(Sandbox::new(self.engine.clone(), target, self.config.cwd.clone(), self.config.limits)));
+            let sandbox = Sandbox::new(parts.engine.clone(), target, self.config.cwd.clone(), self.config.limits);
+            return Ok(Some(sandbox.with_activity(id, Parts::activity(parts))));
         }
     }
 
-    /// Records activity on the sandbox `id` (moves the TTL backstop, at most
-    /// about once a minute).
-    pub async fn touch(&self, id: &str) -> Result<()> {
-        self.lifecycle.touch(id).await
-    }
-
-    /// [`Provider::touch`] in the background, from any thread: best effort
-    /// (the next activity retries), and it ends with the provider instead of
-    /// outliving it.
-    pub fn touch_in_background(&self, id: &str) {
-        let (lifecycle, stop, id) = (self.lifecycle.clone(), self.stop.clone(), id.to_owned());
-        self.background.spawn_on(
-            async move {
-                let _ = stop.run_until_cancelled_owned(lifecycle.touch(&id)).await;
-            },
-            &self.runtime,
-        );
+    /// What a connected sandbox `id` reports on each call (see
+    /// [`Parts::activity`]), building the client if needed. A test seam: the
+    /// sandboxes `connect` returns report by themselves.
+    #[doc(hidden)]
+    pub async fn report_activity(&self, id: &str) -> Result<()> {
+        Parts::activity(self.parts().await?).report(id);
+        Ok(())
     }
 
     /// What this provider has cost the API server so far (for diagnostics,
     /// benchmarks and tests).
     pub fn stats(&self) -> Stats {
-        let (watches, failing, lists) = self.lifecycle.watches();
-        Stats { requests: self.requests.snapshot(), watches, failing, lists }
+        let Some(parts) = self.parts.get() else { return Stats::default() };
+        let (watches, failing, lists) = parts.lifecycle.watches();
+        Stats { requests: parts.requests.snapshot(), watches, failing, lists }
     }
 
     /// Background tasks still running (for tests and diagnostics).
@@ -150,7 +185,8 @@ impl Provider {
     /// a later `connect` waits for it to finish and resumes.
     pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
-        traced("suspend", id, self.lifecycle.suspend(actor_id, id), |()| "done".to_owned()).await
+        let parts = self.parts().await?;
+        traced("suspend", id, parts.lifecycle.suspend(actor_id, id), |()| "done".to_owned()).await
     }
 
     /// Deletes the sandbox and everything it owns; idempotent.
@@ -160,12 +196,13 @@ impl Provider {
     /// the wait for it ends); calling `destroy` again finishes the wait.
     pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         check_actor(actor_id)?;
-        traced("destroy", id, self.lifecycle.destroy(actor_id, id), |()| "done".to_owned()).await
+        let parts = self.parts().await?;
+        traced("destroy", id, parts.lifecycle.destroy(actor_id, id), |()| "done".to_owned()).await
     }
 }
 
-/// See [`Provider::stats`].
-#[derive(Debug, Clone, serde::Serialize)]
+/// See [`Provider::stats`]; all zero before the first call.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Stats {
     /// `"verb resource"` (e.g. `"get pods"`, `"exec pods/exec"`) → requests
     /// sent, retries included.
@@ -178,6 +215,31 @@ pub struct Stats {
     /// Lists those watches have started so far (a first list, then one per
     /// recovery).
     pub lists: u64,
+}
+
+impl Parts {
+    /// The activity hook of connected sandboxes: each call on one moves its
+    /// TTL backstop (the lifecycle throttles the patches to about one a
+    /// minute per sandbox), in the background, best effort (the next
+    /// activity retries). It holds the provider's parts weakly: a sandbox
+    /// kept after its provider was dropped touches nothing.
+    fn activity(parts: &Arc<Parts>) -> Activity {
+        let parts: Weak<Parts> = Arc::downgrade(parts);
+        Activity::new(move |id| {
+            let Some(parts) = parts.upgrade() else { return };
+            if parts.stop.is_cancelled() {
+                return;
+            }
+            let Some(touch) = parts.lifecycle.touch_due(id) else { return };
+            let (lifecycle, stop) = (parts.lifecycle.clone(), parts.stop.clone());
+            parts.background.spawn_on(
+                async move {
+                    let _ = stop.run_until_cancelled_owned(lifecycle.touch(touch)).await;
+                },
+                &parts.runtime,
+            );
+        })
+    }
 }
 
 /// Runs one lifecycle call, tracing its start and how it ended (see [`trace`](mod@trace)).

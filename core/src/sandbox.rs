@@ -29,13 +29,68 @@ pub struct Sandbox {
     limits: Limits,
     /// Followers behind polls in a loop; they stop with the last clone.
     pollers: Arc<Pollers>,
+    /// The sandbox's id, as the provider's `create` returned it.
+    id: String,
+    activity: Activity,
+}
+
+/// Told of every call a sandbox serves, with the sandbox's id: the provider
+/// moves the TTL backstop from it. Runs on the caller's thread, so it must
+/// be cheap and must not block (the provider's checks a throttle and, at
+/// most about once a minute per sandbox, spawns a patch).
+#[derive(Clone)]
+pub struct Activity(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Activity {
+    /// Calls `report` with the sandbox's id on each call.
+    pub fn new(report: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Activity(Arc::new(report))
+    }
+
+    /// Reports a call on sandbox `id`.
+    pub fn report(&self, id: &str) {
+        (self.0)(id)
+    }
+}
+
+impl Default for Activity {
+    /// Reports to nobody.
+    fn default() -> Self {
+        Activity::new(|_| {})
+    }
+}
+
+impl std::fmt::Debug for Activity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Activity")
+    }
 }
 
 impl Sandbox {
     /// A sandbox running commands in `target`; `cwd` (absolute) is where
     /// commands run unless they say otherwise; `limits` bound every call.
     pub fn new(engine: ExecEngine, target: ExecTarget, cwd: String, limits: Limits) -> Self {
-        Sandbox { engine, target, cwd, limits, pollers: Arc::default() }
+        Sandbox {
+            engine,
+            target,
+            cwd,
+            limits,
+            pollers: Arc::default(),
+            id: String::new(),
+            activity: Activity::default(),
+        }
+    }
+
+    /// The same sandbox known as `id`, reporting each call to `activity`.
+    pub fn with_activity(mut self, id: &str, activity: Activity) -> Self {
+        self.id = id.to_owned();
+        self.activity = activity;
+        self
+    }
+
+    /// The id the provider's `create` returned (empty when built without one).
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// The default working directory.
@@ -55,6 +110,7 @@ impl Sandbox {
     /// tree first.
     pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
         self.check_timeout(request.timeout)?;
+        self.activity.report(&self.id);
         check_bytes("maxOutputBytes", request.max_output_bytes as u64, "maxOutputBytes", self.limits.max_output_bytes)?;
         request.cwd = self.command_cwd(&request.cwd);
         if reattach {
@@ -67,8 +123,9 @@ impl Sandbox {
     /// See [`process::spawn`]; the cwd as for [`Sandbox::exec`].
     pub async fn spawn(&self, mut request: SpawnRequest, call: Call) -> Result<ProcessInfo> {
         self.check_timeout(request.timeout)?;
+        let call = self.call(call);
         request.cwd = self.command_cwd(&request.cwd);
-        process::spawn(&self.engine, &self.target, &self.call(call), request).await
+        process::spawn(&self.engine, &self.target, &call, request).await
     }
 
     /// See [`process::find`].
@@ -86,10 +143,11 @@ impl Sandbox {
     /// they cost a few execs per process instead of one each.
     pub async fn poll_process(&self, id: &str, after: Option<u64>, call: Call) -> Result<ProcessPoll> {
         process::check_poll(id, after)?;
+        let call = self.call(call);
         if let Answer::Held(poll) = self.pollers.answer(id, after) {
             return Ok(poll);
         }
-        let poll = process::poll(&self.engine, &self.target, &self.call(call), id, after).await?;
+        let poll = process::poll(&self.engine, &self.target, &call, id, after).await?;
         if poll.exit.is_none() {
             let last = poll.chunks.last().map(|c| c.sequence).or(after);
             self.pollers.start(&self.engine, &self.target, id, last);
@@ -105,11 +163,13 @@ impl Sandbox {
         output: Option<mpsc::Sender<ProcessChunk>>,
         cancel: CancellationToken,
     ) -> Result<process::Followed> {
+        self.activity.report(&self.id);
         process::follow(&self.engine, &self.target, id, after, output, cancel).await
     }
 
     /// See [`process::wait`]: runs until the process ends, so no call timeout.
     pub async fn wait_process(&self, id: &str, cancel: CancellationToken) -> Result<ProcessExit> {
+        self.activity.report(&self.id);
         process::wait(&self.engine, &self.target, id, cancel).await
     }
 
@@ -128,8 +188,10 @@ impl Sandbox {
         process::kill(&self.engine, &self.target, &self.call(call), id, kill).await
     }
 
-    /// `call` with the provider's call timeout unless it sets its own.
+    /// The start of a call on this sandbox: reports the activity and gives
+    /// `call` the provider's call timeout unless it sets its own.
     fn call(&self, mut call: Call) -> Call {
+        self.activity.report(&self.id);
         call.timeout = Some(call.timeout.unwrap_or(self.limits.call_timeout));
         call
     }

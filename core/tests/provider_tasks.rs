@@ -21,8 +21,8 @@ async fn a_dropped_provider_ends_its_background_touches() {
         "ttlSeconds": 600,
         "kubeConfig": { "server": server, "token": "t", "insecureSkipTlsVerify": true },
     });
-    let provider = Provider::new(sandbox_core::config::parse(&options).unwrap(), None).await.unwrap();
-    provider.touch_in_background("ns/sandbox-a");
+    let provider = Provider::new(sandbox_core::config::parse(&options).unwrap(), None);
+    provider.report_activity("ns/sandbox-a").await.unwrap();
     let (mut socket, _) =
         timeout(Duration::from_secs(10), listener.accept()).await.expect("the touch never connected").unwrap();
     assert_eq!(provider.background_tasks(), 1);

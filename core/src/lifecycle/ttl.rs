@@ -106,19 +106,33 @@ impl Lifecycle {
         }
     }
 
-    /// Activity on `id` (an exec): moves the TTL backstop unless this process
-    /// moved it less than an interval ago. Marked before patching so a burst
-    /// of execs makes one patch.
-    pub async fn touch(&self, id: &str) -> Result<()> {
-        let Some(ttl) = &self.ttl else { return Ok(()) };
-        let Some(id) = self.own_id(id) else { return Ok(()) };
+    /// Activity on `id` (an exec, a file call): the patch moving its TTL
+    /// backstop, or `None` when there is nothing to send (no `ttlSeconds`,
+    /// not one of this provider's sandboxes, or moved by this process less
+    /// than an interval ago). Synchronous and cheap, so every call can ask;
+    /// marked before the patch is sent, so a burst of calls makes one patch.
+    pub fn touch_due(&self, id: &str) -> Option<Touch> {
+        let ttl = self.ttl.as_ref()?;
+        let id = self.own_id(id)?;
         if !ttl.due(&id.to_string(), None) {
-            return Ok(());
+            return None;
         }
         ttl.mark(&id.to_string());
         let kind = self.kind();
-        self.patch(kind, &id.namespace, &id.name, &manifest::ttl_patch(kind, &ttl.shutdown_time())).await.map(drop)
+        Some(Touch { patch: manifest::ttl_patch(kind, &ttl.shutdown_time()), kind, id })
     }
+
+    /// Sends a patch [`Lifecycle::touch_due`] made.
+    pub async fn touch(&self, touch: Touch) -> Result<()> {
+        self.patch(touch.kind, &touch.id.namespace, &touch.id.name, &touch.patch).await.map(drop)
+    }
+}
+
+/// A TTL move to send (see [`Lifecycle::touch_due`]).
+pub struct Touch {
+    kind: Kind,
+    id: SandboxId,
+    patch: Value,
 }
 
 #[cfg(test)]
