@@ -96,3 +96,28 @@ fn every_script_passes_shellcheck() {
         assert_eq!(check(&shellcheck(), &args, sent), None, "{path}, as sent (without {codes})");
     }
 }
+
+/// `make_private_dir` as the first execs into a fresh pod run it, at once:
+/// a mkdir that loses the race (here: a `mkdir` that makes the directory and
+/// fails, as the loser's does) still leaves a directory to use; a symlink in
+/// its place is still refused. (CI met the race: one of 50 execs started
+/// together failed `cannot create …/.agent-sandbox/run`.)
+#[test]
+fn make_private_dir_takes_a_directory_another_exec_made_first() {
+    let lib = std::fs::read_to_string(src().join("exec/sh/lib-private-dir.sh")).unwrap();
+    let dir = std::env::temp_dir().join(format!("private-dir-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |target: &Path| {
+        let script = format!(
+            "{lib}\nmkdir() {{ command mkdir \"$@\"; return 1; }}\nmake_private_dir \"$1\" && echo ok",
+        );
+        let out = Command::new("dash").args(["-c", &script, "sh"]).arg(target).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(run(&dir.join("a/run")), "ok");
+    assert!(dir.join("a/run").is_dir());
+    std::os::unix::fs::symlink(&dir, dir.join("b")).unwrap();
+    assert_eq!(run(&dir.join("b/run")), "", "a symlinked parent is refused");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

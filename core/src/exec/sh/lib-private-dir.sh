@@ -5,9 +5,12 @@
 # succeeds only when both are real directories of the running user, not
 # symlinks: a sandbox that points the provider's directories at its
 # workspace gets no record written, read or removed there.
+# mkdir first and judge after: the first execs into a fresh pod run this at
+# once, and a mkdir that loses the race to another exec's has still got the
+# directory it needs.
 make_private_dir() {
 	for dir_path in "${1%/*}" "$1"; do
-		{ [ -d "$dir_path" ] && [ ! -L "$dir_path" ]; } || mkdir -m 700 "$dir_path" 2>/dev/null || return 1
-		[ ! -L "$dir_path" ] && [ -O "$dir_path" ] || return 1
+		mkdir -m 700 "$dir_path" 2>/dev/null
+		[ -d "$dir_path" ] && [ ! -L "$dir_path" ] && [ -O "$dir_path" ] || return 1
 	done
 }
