@@ -126,17 +126,33 @@ async function uploadStream(native, source, dir, opts, signal) {
   } catch (err) {
     throw fromNative(err);
   }
-  const onAbort = () => handle.abort();
+  // An abort rejects at once, even while the source is stalled in next().
+  /** @type {() => void} */
+  let onAbort = () => {};
+  /** @type {Promise<never>} */
+  const aborted = new Promise((_, reject) => {
+    onAbort = () => {
+      handle.abort();
+      reject(abortError());
+    };
+  });
+  aborted.catch(() => {});
   signal?.addEventListener("abort", onAbort, { once: true });
+  const it = source[Symbol.asyncIterator]();
   try {
     try {
-      for await (const chunk of source) {
+      for (;;) {
+        const next = await Promise.race([it.next(), aborted]);
+        if (next.done) break;
+        const chunk = next.value;
         if (!(chunk instanceof Uint8Array)) throw invalidRequest("upload: the source yielded something that is not a Uint8Array");
-        if (!(await handle.write(toBuffer(chunk, "chunk")))) break;
+        if (!(await Promise.race([handle.write(toBuffer(chunk, "chunk")), aborted]))) break;
       }
     } catch (err) {
-      // The caller's iterable failed: stop the upload, report its error.
+      // The caller's iterable failed, or the call was aborted: stop the
+      // upload (its tar is killed), and the iterable (not awaited: it may be stalled).
       handle.abort();
+      it.return?.()?.catch?.(() => {});
       await handle.end().catch(() => {});
       throw err;
     }

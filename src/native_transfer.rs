@@ -109,7 +109,7 @@ impl NativeUpload {
     pub async fn write(&self, chunk: Buffer) -> bool {
         let tx = self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         match tx {
-            Some(tx) => tx.send(Bytes::from(chunk.to_vec())).await.is_ok(),
+            Some(tx) => tx.send(Bytes::from_owner(chunk)).await.is_ok(),
             None => false,
         }
     }
@@ -140,6 +140,8 @@ impl NativeSandbox {
     pub fn start_download(&self, path: String, options: NativeTransferOptions) -> napi::Result<NativeDownload> {
         let limits = limits(&options).map_err(to_napi)?;
         let exclude = options.exclude.unwrap_or_default();
+        // Refused before a stream exists, so the call rejects instead.
+        transfer::check_args(&path, &exclude).map_err(to_napi)?;
         let (tx, rx) = mpsc::channel(DEPTH);
         let (done, result) = oneshot::channel();
         let cancel = CancellationToken::new();
@@ -198,7 +200,9 @@ impl NativeSandbox {
     pub fn start_upload(&self, dir: String, options: NativeTransferOptions) -> napi::Result<NativeUpload> {
         let limits = limits(&options).map_err(to_napi)?;
         let overwrite = options.overwrite.unwrap_or(true);
-        let (tx, rx) = mpsc::channel(DEPTH);
+        transfer::check_args(&dir, &[]).map_err(to_napi)?;
+        // One write in flight: the caller sizes the chunks.
+        let (tx, rx) = mpsc::channel(1);
         let (done, result) = oneshot::channel();
         let cancel = CancellationToken::new();
         let (sandbox, token) = (self.core().clone(), cancel.clone());

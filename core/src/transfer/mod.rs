@@ -96,8 +96,10 @@ pub enum Source {
     Stream(mpsc::Receiver<Bytes>),
 }
 
-/// Checks `path` as the file calls do, then `exclude` patterns (no NUL, no newline).
-fn check_args(path: &str, exclude: &[String]) -> Result<()> {
+/// Checks `path` as the file calls do, then `exclude` patterns (no NUL, no
+/// newline): what [`download`] refuses before anything runs, for callers
+/// that want the refusal before they hand out a stream.
+pub fn check_args(path: &str, exclude: &[String]) -> Result<()> {
     crate::files::check_path(path)?;
     for pattern in exclude {
         if pattern.is_empty() || pattern.contains(['\n', '\0']) {
