@@ -209,10 +209,6 @@ impl NativeSandbox {
         spawn(async move {
             let _ = done.send(sandbox.upload(Source::Stream(rx), &dir, overwrite, limits, token).await);
         });
-        Ok(NativeUpload {
-            cancel,
-            chunks: std::sync::Mutex::new(Some(tx)),
-            result: Mutex::new(Some(result)),
-        })
+        Ok(NativeUpload { cancel, chunks: std::sync::Mutex::new(Some(tx)), result: Mutex::new(Some(result)) })
     }
 }

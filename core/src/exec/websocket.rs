@@ -376,7 +376,11 @@ where
 /// Sends `data` on stdin in messages of at most [`STDIN_MESSAGE_BYTES`],
 /// pinging between them when a ping is due; `false` once a write failed
 /// (the session ended; the reader says how).
-async fn send_stdin<S>(sink: &mut SplitSink<WebSocketStream<S>, Message>, pings: &mut time::Interval, data: &[u8]) -> bool
+async fn send_stdin<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    pings: &mut time::Interval,
+    data: &[u8],
+) -> bool
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

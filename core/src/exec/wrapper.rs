@@ -286,7 +286,8 @@ mod tests {
     #[test]
     fn requests_travel_on_stdin_and_argv_holds_only_the_run_id_and_numbers() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
-        let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3), stdin_stream: false };
+        let spec =
+            CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3), stdin_stream: false };
         let call = wrapper_argv("i.1", "5ec", &spec, Some(7), false).unwrap();
         assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
         assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1"]);

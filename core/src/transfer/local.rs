@@ -256,16 +256,14 @@ fn place(root: &Path, path: &[u8]) -> Result<PathBuf> {
         }
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::new(
-                    ErrorCode::InvalidState,
-                    format!(
-                        "archive entry {} would be written through {} (a symlink or a file); nothing past it was extracted",
-                        archive::shown(path),
-                        archive::shown(part)
-                    ),
-                ))
-            }
+            Ok(_) => return Err(Error::new(
+                ErrorCode::InvalidState,
+                format!(
+                    "archive entry {} would be written through {} (a symlink or a file); nothing past it was extracted",
+                    archive::shown(path),
+                    archive::shown(part)
+                ),
+            )),
             Err(_) => std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, &e))?,
         }
     }
@@ -418,7 +416,10 @@ mod tests {
         let cases: Vec<(&str, Vec<Entry>)> = vec![
             ("absolute", vec![entry(b"/tmp/escape-abs", Kind::File, b"", 1)]),
             ("dotdot", vec![entry(b"../outside/x", Kind::File, b"", 1)]),
-            ("symlink then write", vec![entry(b"l", Kind::Symlink, b"../outside", 0), entry(b"l/x", Kind::File, b"", 1)]),
+            (
+                "symlink then write",
+                vec![entry(b"l", Kind::Symlink, b"../outside", 0), entry(b"l/x", Kind::File, b"", 1)],
+            ),
             ("inner symlink then write", vec![entry(b"l", Kind::Symlink, b"d", 0), entry(b"l/x", Kind::File, b"", 1)]),
             ("hardlink out", vec![entry(b"h", Kind::HardLink, b"../outside/secret", 0)]),
             ("hardlink absolute", vec![entry(b"h", Kind::HardLink, b"/etc/passwd", 0)]),

@@ -224,7 +224,8 @@ pub async fn upload(
             produced
         }
     };
-    let (ran, produced) = tokio::join!(run(engine, target, scripts::UPLOAD, env, Some(stdin), stop, &mut sink), producer);
+    let (ran, produced) =
+        tokio::join!(run(engine, target, scripts::UPLOAD, env, Some(stdin), stop, &mut sink), producer);
     match (ran, produced) {
         // A refusal or a local read error is why the run was stopped; an
         // `aborted` producer only saw the run end first.

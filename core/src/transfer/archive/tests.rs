@@ -100,7 +100,11 @@ fn each_hostile_entry_is_refused() {
         assert!(e.message.contains(why), "{why}: {}", e.message);
     }
     // A symlink that stays inside is fine, as is replacing it with a file.
-    let ok = [entry(b"a/l", Kind::Symlink, b"../b/./c", 0), entry(b"a/l", Kind::File, b"", 0), entry(b"a/l/x", Kind::File, b"", 0)];
+    let ok = [
+        entry(b"a/l", Kind::Symlink, b"../b/./c", 0),
+        entry(b"a/l", Kind::File, b"", 0),
+        entry(b"a/l/x", Kind::File, b"", 0),
+    ];
     // ...but not a write under it while it is one: here it was replaced first.
     parse(&archive(&ok), 512, Some(&mut Rules::new(ErrorCode::InvalidRequest))).unwrap();
 }
