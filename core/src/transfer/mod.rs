@@ -274,6 +274,10 @@ fn exit_status(code: i32, path: &str, op: &str, stderr: HeadBuffer) -> Result<()
             ErrorCode::Unsupported,
             message("the sandbox image has no `tar` (transfers need it on the PATH)"),
         )),
+        scripts::NO_EXCLUDE => Err(Error::new(
+            ErrorCode::Unsupported,
+            message("the sandbox image's `tar` has no `--exclude` (BusyBox); download without exclude"),
+        )),
         scripts::NOT_EMPTY => {
             Err(Error::new(ErrorCode::InvalidState, message("the directory is not empty and overwrite is false")))
         }
@@ -509,6 +513,7 @@ mod tests {
         assert_eq!(no_tar.code, ErrorCode::Unsupported);
         assert!(no_tar.message.contains("`tar`"), "{}", no_tar.message);
         assert_eq!(e(scripts::NOT_EMPTY).code, ErrorCode::InvalidState);
+        assert_eq!(e(scripts::NO_EXCLUDE).code, ErrorCode::Unsupported);
         assert_eq!(e(NOT_FOUND).code, ErrorCode::NotFound);
         assert_eq!(e(NOT_DIRECTORY).code, ErrorCode::InvalidRequest);
         assert_eq!(e(2).code, ErrorCode::Internal);

@@ -8,6 +8,8 @@
 pub const NO_TAR: i32 = 97;
 /// `overwrite: false` and the directory is not empty.
 pub const NOT_EMPTY: i32 = 98;
+/// `exclude` was given and the image's `tar` has no `--exclude` (BusyBox).
+pub const NO_EXCLUDE: i32 = 99;
 
 /// Env `transfer_dir`, `transfer_overwrite`; stdin the framed archive
 /// (see [`super::frame`]). Creates the directory and extracts into it with

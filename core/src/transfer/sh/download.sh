@@ -21,5 +21,7 @@ set --
 for exclude_pattern in $transfer_excludes; do
 	set -- "$@" "--exclude=$exclude_pattern"
 done
+# BusyBox tar has no --exclude (Debian's build has no -X either).
+[ $# -gt 0 ] && ! tar --help 2>&1 | grep -q -e --exclude && exit 99
 CDPATH='' cd -- "$source_dir" || exit 1
 exec tar -c -f - "$@" .
