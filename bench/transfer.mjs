@@ -1,4 +1,4 @@
-// npm run bench:transfer [-- --mib=256]
+// npm run bench:transfer [-- --mib=256]   (default 256; the loop rows take minutes on a loaded machine)
 //
 // A tree of mixed file sizes (a quarter in 32 MiB files, a quarter in
 // 1 MiB files, half in 32 KiB files; random bytes) into one sandbox and back
@@ -17,7 +17,8 @@ import { ROOT, ensureCluster } from "./lib/cluster.mjs";
 
 const arg = (name, dflt) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? dflt;
 const MiB = 2 ** 20;
-const OPTIONS = { namespace: process.env.SANDBOX_TEST_NAMESPACE, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" };
+/** Provider options; the namespace is known once .cluster/env is loaded. */
+const options = () => ({ namespace: process.env.SANDBOX_TEST_NAMESPACE ?? "agents", warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
 
 /** The files of the tree: [relative path, size]. */
 function layout(mib) {
@@ -33,7 +34,7 @@ function layout(mib) {
 
 if (arg("case")) {
   const { agentSandboxProvider } = await import(`${ROOT}index.js`);
-  const provider = agentSandboxProvider(OPTIONS);
+  const provider = agentSandboxProvider(options());
   const sandbox = await provider.connect({ actorId: process.env.ACTOR, client() {} }, process.env.ID);
   const [local, remote, files] = [process.env.LOCAL, process.env.REMOTE, layout(Number(arg("mib")))];
   globalThis.gc?.();
@@ -80,7 +81,7 @@ for (const [f, size] of files) {
   fs.writeFileSync(path.join(tree, f), randomFillSync(buf.subarray(0, size)));
 }
 const { agentSandboxProvider } = await import(`${ROOT}index.js`);
-const provider = agentSandboxProvider(OPTIONS);
+const provider = agentSandboxProvider(options());
 const ctx = { actorId: `bench-transfer-${Date.now().toString(36)}`, client() {} };
 const id = await provider.create(ctx);
 const pod = id.split("/").pop();
@@ -98,7 +99,7 @@ try {
     console.error(`${name}: ${m.ms.toFixed(0)} ms, CPU ${m.cpuMs.toFixed(0)} ms, RSS +${m.rssMiB.toFixed(1)} MiB`);
   };
   const kubectlCp = (name, from, to) => {
-    const r = spawnSync("/usr/bin/time", ["-f", "%e %U %S %M", process.env.SANDBOX_TEST_KUBECTL, "--kubeconfig", process.env.KUBECONFIG, "-n", OPTIONS.namespace, "cp", "-c", "sandbox", from, to], { encoding: "utf8" });
+    const r = spawnSync("/usr/bin/time", ["-f", "%e %U %S %M", process.env.SANDBOX_TEST_KUBECTL, "--kubeconfig", process.env.KUBECONFIG, "-n", options().namespace, "cp", "-c", "sandbox", from, to], { encoding: "utf8" });
     if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
     const [e, u, s, maxKiB] = r.stderr.trim().split("\n").pop().split(" ").map(Number);
     results.push({ name, ms: e * 1000, cpuMs: (u + s) * 1000, rssMiB: maxKiB / 1024, rssIsPeak: true });

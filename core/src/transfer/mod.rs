@@ -25,8 +25,6 @@ pub mod archive;
 pub mod local;
 pub mod scripts;
 
-use std::future::Future;
-
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -372,23 +370,21 @@ impl Framer {
     }
 
     /// Appends archive bytes; sends a frame whenever one is full.
-    pub fn push<'a>(&'a mut self, mut data: &'a [u8]) -> impl Future<Output = Result<()>> + Send + 'a {
-        async move {
-            while !data.is_empty() {
-                if self.buffer.is_empty() {
-                    self.buffer.extend_from_slice(format!("{FRAME_BYTES:>7}\n").as_bytes());
-                }
-                let header = 8;
-                let n = (FRAME_BYTES - (self.buffer.len() - header)).min(data.len());
-                self.buffer.extend_from_slice(&data[..n]);
-                self.written += n as u64;
-                data = &data[n..];
-                if self.buffer.len() - header == FRAME_BYTES {
-                    self.flush().await?;
-                }
+    pub async fn push(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            if self.buffer.is_empty() {
+                self.buffer.extend_from_slice(format!("{FRAME_BYTES:>7}\n").as_bytes());
             }
-            Ok(())
+            let header = 8;
+            let n = (FRAME_BYTES - (self.buffer.len() - header)).min(data.len());
+            self.buffer.extend_from_slice(&data[..n]);
+            self.written += n as u64;
+            data = &data[n..];
+            if self.buffer.len() - header == FRAME_BYTES {
+                self.flush().await?;
+            }
         }
+        Ok(())
     }
 
     /// Sends what is buffered as a (shorter) frame.
