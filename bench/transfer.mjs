@@ -84,7 +84,6 @@ const { agentSandboxProvider } = await import(`${ROOT}index.js`);
 const provider = agentSandboxProvider(options());
 const ctx = { actorId: `bench-transfer-${Date.now().toString(36)}`, client() {} };
 const id = await provider.create(ctx);
-const pod = id.split("/").pop();
 const results = [];
 try {
   const measure = (name, remote, to) => {
@@ -106,9 +105,11 @@ try {
     console.error(`${name}: ${(e * 1000).toFixed(0)} ms, CPU ${((u + s) * 1000).toFixed(0)} ms, peak RSS ${(maxKiB / 1024).toFixed(1)} MiB`);
   };
   const sandbox = await provider.connect(ctx, id);
+  // A claimed pod's name is not the claim's: ask the pod (its UTS hostname).
+  const pod = (await sandbox.exec("hostname")).stdout.trim();
+  kubectlCp("kubectl cp (up)", tree, `${pod}:/tmp/kcp`);
   measure("upload", "/tmp/up");
   measure("writeFile loop", "/tmp/loop");
-  kubectlCp("kubectl cp (up)", tree, `${pod}:/tmp/kcp`);
   measure("download", "/tmp/up", path.join(work, "down"));
   measure("readFile loop", "/tmp/up", path.join(work, "loop-down"));
   kubectlCp("kubectl cp (down)", `${pod}:/tmp/up`, path.join(work, "kcp-down"));

@@ -43,7 +43,7 @@ pub trait Runtime: Send + Sync + 'static {
 
 /// What a run gets on stdin: `head` at once, then the pieces of `rest` as
 /// they come (a bounded channel: a slow connection slows the producer). No
-/// EOF follows either (see [`super::websocket`]): the reader knows where
+/// EOF follows either (see [`super::PodExecRuntime`]): the reader knows where
 /// its input ends.
 #[derive(Debug)]
 pub struct Stdin {

@@ -12,7 +12,7 @@ pub const NOT_EMPTY: i32 = 98;
 pub const NO_EXCLUDE: i32 = 99;
 
 /// Env `transfer_dir`, `transfer_overwrite`; stdin the framed archive
-/// (see [`super::frame`]). Creates the directory and extracts into it with
+/// (see [`super::Framer`]). Creates the directory and extracts into it with
 /// the image's `tar`.
 pub const UPLOAD: &str = in_pod_script!("transfer/sh/upload.sh");
 
