@@ -256,14 +256,16 @@ fn place(root: &Path, path: &[u8]) -> Result<PathBuf> {
         }
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(Error::new(
-                ErrorCode::InvalidState,
-                format!(
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidState,
+                    format!(
                     "archive entry {} would be written through {} (a symlink or a file); nothing past it was extracted",
                     archive::shown(path),
                     archive::shown(part)
                 ),
-            )),
+                ))
+            }
             Err(_) => std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, &e))?,
         }
     }
