@@ -177,6 +177,38 @@ export interface ReadFileOptions extends CallOptions {
   length?: number;
 }
 
+/** Limits every transfer takes. */
+export interface TransferOptions extends CallOptions {
+  /** Most archive bytes (headers included); more is `too_large`. Default 1 GiB. */
+  maxBytes?: number;
+  /** Most entries (files, directories, links); more is `too_large`. Default 100,000. */
+  maxEntries?: number;
+}
+
+/** Options of `upload`. */
+export interface UploadOptions extends TransferOptions {
+  /** `false`: a `dir` that is not empty is `invalid_state` with nothing extracted. Default `true` (replace). */
+  overwrite?: boolean;
+}
+
+/** Options of `download`. */
+export interface DownloadOptions extends TransferOptions {
+  /** `tar --exclude` patterns (GNU: matched against every name, unanchored). */
+  exclude?: string[];
+  /** A local directory to extract into (created if missing) instead of returning the stream. */
+  to?: string;
+}
+
+/** What a transfer moved. */
+export interface TransferTotals {
+  /** Files, symlinks and hard links. */
+  files: number;
+  /** Directories (not counting the target itself). */
+  directories: number;
+  /** Bytes of file contents. */
+  bytes: number;
+}
+
 /** `kubeConfig` as an explicit server and bearer token. */
 export interface KubeServerConfig {
   /** API server URL, e.g. "https://10.0.0.1:6443". */
@@ -336,6 +368,27 @@ export interface Sandbox {
   exists(path: string, options?: CallOptions): Promise<boolean>;
   /** Like `fs.rm`. */
   remove(path: string, options?: { recursive?: boolean; force?: boolean } & CallOptions): Promise<void>;
+  /**
+   * Extracts a tar archive into the directory `dir` (created if missing) with the image's `tar`,
+   * in one exec, streamed with bounded memory on both ends. `source` is a local directory (its
+   * tree is archived as it is read), the bytes of a tar archive, or an `AsyncIterable` of them
+   * (a Node `Readable` is one). Every entry is checked first: absolute paths, `..`, symlinks
+   * pointing out of the tree, hard links out, anything under a symlink the archive made, device
+   * nodes, FIFOs and sockets are refused with `invalid_request` (for a directory or bytes, before
+   * anything runs; for an iterable, as they come, with what came before extracted). Modes are
+   * kept without setuid/setgid; ownership is not. Not atomic: a failure or abort leaves what
+   * was extracted before it. `unsupported` when the image has no `tar`.
+   */
+  upload(source: string | Uint8Array | AsyncIterable<Uint8Array>, dir: string, options?: UploadOptions): Promise<TransferTotals>;
+  /**
+   * The tree under the directory `path` as a tar stream (a Node `Readable`, backpressured: a slow
+   * reader slows the sandbox's `tar`), or with `to`, extracted into that local directory as a
+   * hostile archive (refusals are `invalid_state`; nothing is written outside `to`, no symlink is
+   * followed). A transfer cut short fails (`connection_lost`), never as a shorter tree; an abort
+   * (or destroying the stream) kills the sandbox's `tar`.
+   */
+  download(path: string, options: DownloadOptions & { to: string }): Promise<TransferTotals>;
+  download(path: string, options?: DownloadOptions): Promise<import("node:stream").Readable>;
   /**
    * Starts `command` with `/bin/sh -c` in the background and resolves once it
    * runs. Its output and exit status are kept in the sandbox, so it outlives

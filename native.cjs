@@ -836,9 +836,11 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeCancel = nativeBinding.NativeCancel
+module.exports.NativeDownload = nativeBinding.NativeDownload
 module.exports.NativeExec = nativeBinding.NativeExec
 module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
+module.exports.NativeUpload = nativeBinding.NativeUpload
 module.exports.errorCodes = nativeBinding.errorCodes

@@ -17,6 +17,17 @@ export declare class NativeCancel {
   cancel(): void
 }
 
+/** A download being read. */
+export declare class NativeDownload {
+  /**
+   * The next chunk of the archive; `null` once it ended properly;
+   * rejects with the transfer's error.
+   */
+  next(): Promise<Buffer | null>
+  /** Stops the download and kills the sandbox's `tar`. */
+  abort(): void
+}
+
 /** A running command. */
 export declare class NativeExec {
   /** Kills the command (its process tree) and makes `wait()` reject with `aborted`. */
@@ -136,6 +147,30 @@ export declare class NativeSandbox {
   exists(path: string, cancel: NativeCancel): Promise<boolean>
   /** Removes a path (`fs.rm` semantics). */
   remove(path: string, recursive: boolean, force: boolean, cancel: NativeCancel): Promise<void>
+  /** Starts streaming the tree under `path` as a tar archive. */
+  startDownload(path: string, options: NativeTransferOptions): NativeDownload
+  /** Downloads the tree under `path` into the local directory `to`. */
+  downloadTo(path: string, to: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
+  /**
+   * Uploads a local directory (`source_dir`) or whole archive bytes
+   * (`source_bytes`) into `dir`.
+   */
+  upload(sourceDir: string | undefined | null, sourceBytes: Buffer | undefined | null, dir: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
+  /** Starts an upload whose archive comes through `write()`. */
+  startUpload(dir: string, options: NativeTransferOptions): NativeUpload
+}
+
+/** An upload from a stream being written. */
+export declare class NativeUpload {
+  /**
+   * Queues a chunk of the archive; resolves once it has room. `false`
+   * when the upload already ended (`end()` says how).
+   */
+  write(chunk: Buffer): Promise<boolean>
+  /** Ends the archive and resolves with what was moved. */
+  end(): Promise<NativeTotals>
+  /** Stops the upload and kills the sandbox's `tar`. */
+  abort(): void
 }
 
 /**
@@ -266,4 +301,26 @@ export interface NativeSpawnOptions {
   timeoutMs?: number
   /** Bytes kept of each of stdout and stderr; default 32 MiB, at most 64 MiB. */
   maxOutputBytes?: number
+}
+
+/** What a transfer moved. */
+export interface NativeTotals {
+  /** Files, symlinks and hard links. */
+  files: number
+  /** Directories. */
+  directories: number
+  /** Bytes of file contents. */
+  bytes: number
+}
+
+/** Options of every transfer; `js/transfer.js` checks their types. */
+export interface NativeTransferOptions {
+  /** Archive bytes; default 1 GiB. */
+  maxBytes?: number
+  /** Entries; default 100,000. */
+  maxEntries?: number
+  /** Download: `tar --exclude` patterns. */
+  exclude?: Array<string>
+  /** Upload: replace what `dir` holds (default true). */
+  overwrite?: boolean
 }

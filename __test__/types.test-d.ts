@@ -10,6 +10,7 @@ import {
   type AgentSandboxProvider,
   type SandboxError,
   type SandboxEvent,
+  type TransferTotals,
 } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 import type {
@@ -95,6 +96,24 @@ async function processes(p: AgentSandboxProvider, c: SandboxActorContext): Promi
   return proc;
 }
 void processes;
+
+// Transfers: a Readable without `to`, totals with it; sources of three kinds.
+async function transfers(p: AgentSandboxProvider, c: SandboxActorContext): Promise<void> {
+  const s = await p.connect(c, "ns/x");
+  if (!s) return;
+  const tar: import("node:stream").Readable = await s.download("/workspace", { exclude: ["node_modules"], maxBytes: 1 << 30 });
+  const into: TransferTotals = await s.download("/workspace/coverage", { to: "./coverage", signal: AbortSignal.timeout(1000) });
+  const fromDir: TransferTotals = await s.upload("./repo", "/workspace", { overwrite: false, maxEntries: 10 });
+  const fromBytes = await s.upload(new Uint8Array(1024), "/workspace");
+  const fromStream = await s.upload(tar, "/copy");
+  const n: number = fromBytes.files + fromStream.bytes + fromDir.directories + into.bytes;
+  void n;
+  // @ts-expect-error exclude is a list of patterns
+  await s.download("/w", { exclude: "node_modules" });
+  // @ts-expect-error a source is a path, bytes or an iterable of bytes
+  await s.upload(42, "/w");
+}
+void transfers;
 
 // ErrorCode is both the object of codes by name and their union type.
 function isMissing(err: SandboxError): boolean {

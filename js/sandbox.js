@@ -7,6 +7,7 @@
 import { invalidRequest } from "./errors.js";
 import { processInfo, toBuffer, wrapProcess } from "./process.js";
 import { callOptions, callWithSignal, isSignal, runTask } from "./tasks.js";
+import { transferCalls } from "./transfer.js";
 
 /**
  * @param {any} native a NativeSandbox from the addon
@@ -141,6 +142,8 @@ export function wrapSandbox(native) {
       const { recursive, force } = callOptions(options, "remove");
       await callWithSignal(options, "remove", (cancel) => native.remove(path, recursive === true, force === true, cancel));
     },
+
+    ...transferCalls(native),
   };
 }
 

@@ -13,3 +13,4 @@ pub mod errors;
 pub mod native_process;
 pub mod native_provider;
 pub mod native_sandbox;
+pub mod native_transfer;

@@ -12,6 +12,7 @@
 //! - [`exec`]: the exec engine behind the [`exec::Runtime`] trait (pods/exec now).
 //! - [`files`]: file operations built on exec.
 //! - [`process`]: background processes on exec.
+//! - [`transfer`]: trees in and out as tar streams, archives checked as hostile.
 //! - [`sandbox`]: a connected sandbox (exec and files on one pod).
 //! - [`provider`]: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
@@ -36,6 +37,7 @@ pub mod process;
 pub mod provider;
 pub mod sandbox;
 pub mod trace;
+pub mod transfer;
 
 pub use args::Limits;
 pub use error::{Error, ErrorCode, Result};

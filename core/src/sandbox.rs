@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
+use crate::transfer::{self, Totals};
 
 /// A connected sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -260,6 +261,48 @@ impl Sandbox {
     /// See [`files::remove`].
     pub async fn remove(&self, path: &str, options: RemoveOptions, call: Call) -> Result<()> {
         files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
+    }
+}
+
+impl Sandbox {
+    /// See [`transfer::download`]; `path` resolved as for files. No call
+    /// timeout: a transfer lasts as long as its tree; `cancel` stops it.
+    pub async fn download(
+        &self,
+        path: &str,
+        exclude: &[String],
+        limits: transfer::Limits,
+        cancel: CancellationToken,
+        out: mpsc::Sender<Bytes>,
+    ) -> Result<Totals> {
+        self.activity.report(&self.id);
+        transfer::download(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, out).await
+    }
+
+    /// See [`transfer::download_to`].
+    pub async fn download_to(
+        &self,
+        path: &str,
+        exclude: &[String],
+        limits: transfer::Limits,
+        cancel: CancellationToken,
+        to: std::path::PathBuf,
+    ) -> Result<Totals> {
+        self.activity.report(&self.id);
+        transfer::download_to(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, to).await
+    }
+
+    /// See [`transfer::upload`]; `dir` resolved as for files.
+    pub async fn upload(
+        &self,
+        source: transfer::Source,
+        dir: &str,
+        overwrite: bool,
+        limits: transfer::Limits,
+        cancel: CancellationToken,
+    ) -> Result<Totals> {
+        self.activity.report(&self.id);
+        transfer::upload(&self.engine, &self.target, &cancel, source, &self.resolve(dir), overwrite, limits).await
     }
 }
 

@@ -9,7 +9,8 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("provider", &["lifecycle", "sandbox", "exec", "client", "config", "error"]),
     ("lifecycle", &["exec", "client", "config", "error"]),
-    ("sandbox", &["process", "files", "exec", "args", "error"]),
+    ("sandbox", &["transfer", "process", "files", "exec", "args", "error"]),
+    ("transfer", &["files", "exec", "error"]),
     ("process", &["exec", "client", "error"]),
     ("files", &["exec", "args", "error"]),
     ("exec", &["client", "error"]),

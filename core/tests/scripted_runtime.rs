@@ -15,7 +15,7 @@ use futures::FutureExt;
 use sandbox_core::exec::trailer::needle;
 use sandbox_core::exec::wrapper::WRAPPER;
 use sandbox_core::exec::{
-    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stream,
+    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream,
 };
 use sandbox_core::{Error, ErrorCode, Result};
 use tokio::sync::{mpsc, Notify};
@@ -65,7 +65,7 @@ impl Runtime for Handle {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Option<Stdin>,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
@@ -81,7 +81,7 @@ impl Runtime for Handle {
             // other scripts (file calls) get only the steps' output.
             let secret = match (argv[2] == WRAPPER, &stdin) {
                 (true, Some(stdin)) => {
-                    String::from_utf8(stdin.split(|b| *b == b'\n').next().unwrap().to_vec()).unwrap()
+                    String::from_utf8(stdin.head.split(|b| *b == b'\n').next().unwrap().to_vec()).unwrap()
                 }
                 (true, None) => panic!("the wrapper gets its secret on stdin"),
                 (false, _) => String::new(),

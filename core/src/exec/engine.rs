@@ -26,7 +26,7 @@ use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::permits::Permits;
 use super::request::{Call, ExecRequest, ExecResult};
 use super::runs::{RunGuard, Runs};
-use super::runtime::{Release, Runtime};
+use super::runtime::{Release, Runtime, Stdin};
 use super::sink::{Collector, Sink, Wrapped};
 use super::status::Completion;
 use super::websocket::PodExecRuntime;
@@ -82,6 +82,10 @@ pub(crate) struct Command {
     pub cwd: String,
     pub env: Vec<(String, String)>,
     pub stdin: Option<Bytes>,
+    /// Stdin as a stream instead (`stdin` is then ignored): the command
+    /// reads the exec's own stdin and must know where its input ends (no
+    /// EOF comes); the transfer scripts frame it.
+    pub stdin_stream: Option<mpsc::Receiver<Bytes>>,
     pub timeout: Option<Duration>,
     pub cancel: CancellationToken,
     /// A follower or a wait: it lasts as long as a process, so it takes a
@@ -158,7 +162,7 @@ impl ExecEngine {
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
         let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
         let mut collector = Collector::new(max_output_bytes, output);
-        let command = Command { command, cwd, env, stdin, timeout, cancel, long_lived: false };
+        let command = Command { command, cwd, env, stdin, stdin_stream: None, timeout, cancel, long_lived: false };
         match self.run_command(target, command, &mut collector).await? {
             RunEnd::Exited(code) => Ok(collector.result(Some(code), false)),
             RunEnd::TimedOut => Ok(collector.result(None, true)),
@@ -207,13 +211,19 @@ impl ExecEngine {
         command: Command,
         sink: &mut impl Sink,
     ) -> Result<RunEnd> {
-        let Command { command, cwd, env, stdin, timeout, cancel, long_lived } = command;
-        let stdin = stdin.filter(|s| !s.is_empty());
-        let spec = CommandSpec { command: &command, cwd: &cwd, env: &env, stdin_len: stdin.as_ref().map(Bytes::len) };
+        let Command { command, cwd, env, stdin, stdin_stream, timeout, cancel, long_lived } = command;
+        let stdin = stdin.filter(|s| !s.is_empty() && stdin_stream.is_none());
+        let spec = CommandSpec {
+            command: &command,
+            cwd: &cwd,
+            env: &env,
+            stdin_len: stdin.as_ref().map(Bytes::len),
+            stdin_stream: stdin_stream.is_some(),
+        };
         let WrapperCall { argv, mut stdin_prefix } =
             wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound, self.audit)?;
         stdin_prefix.extend_from_slice(stdin.as_deref().unwrap_or_default());
-        let stdin = Some(Bytes::from(stdin_prefix));
+        let stdin = Some(Stdin { head: Bytes::from(stdin_prefix), rest: stdin_stream });
         if cancel.is_cancelled() {
             return Err(aborted());
         }
@@ -306,7 +316,7 @@ impl ExecEngine {
     ) -> Result<Completion> {
         let work = async {
             let _slot = self.inner.calls.acquire(target).await;
-            self.run_with(target, argv, stdin, Release::new(), |mut rx| async move {
+            self.run_with(target, argv, stdin.map(Stdin::from), Release::new(), |mut rx| async move {
                 while let Some(chunk) = rx.recv().await {
                     on_chunk(chunk)?;
                 }
@@ -335,7 +345,7 @@ impl ExecEngine {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Option<Stdin>,
         release: Release,
         consume: impl FnOnce(mpsc::Receiver<OutputChunk>) -> C,
     ) -> impl Future<Output = Result<Completion>> + Send + 'a

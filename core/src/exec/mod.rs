@@ -37,10 +37,10 @@ mod websocket;
 pub mod wrapper;
 
 pub use engine::ExecEngine;
-pub(crate) use engine::{aborted, script_status, Command};
+pub(crate) use engine::{aborted, script_status, Command, RunEnd};
 pub use output::{OutputChunk, Stream};
 pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
-pub use runtime::{Release, Runtime};
+pub use runtime::{Release, Runtime, Stdin};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
 pub use websocket::{Liveness, PodExecRuntime};

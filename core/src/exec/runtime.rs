@@ -24,7 +24,8 @@ use crate::error::Result;
 ///
 /// Output chunks go to `output` in the order they were read; a full channel
 /// pauses reading, so backpressure reaches the socket. `stdin`, when given,
-/// is written while output is read. `Err` with [`ErrorCode::ConnectionLost`]
+/// (its head, then each piece of a stream) is written while output is read.
+/// `Err` with [`ErrorCode::ConnectionLost`]
 /// means the process may still be running; any other `Err` means it never
 /// started. Once `release` is requested the run stops delivering output and
 /// returns [`Completion::Released`].
@@ -34,10 +35,28 @@ pub trait Runtime: Send + Sync + 'static {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Option<Stdin>,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>>;
+}
+
+/// What a run gets on stdin: `head` at once, then the pieces of `rest` as
+/// they come (a bounded channel: a slow connection slows the producer). No
+/// EOF follows either (see [`super::PodExecRuntime`]): the reader knows where
+/// its input ends.
+#[derive(Debug)]
+pub struct Stdin {
+    /// Bytes sent first.
+    pub head: Bytes,
+    /// More bytes, until the sender is dropped.
+    pub rest: Option<mpsc::Receiver<Bytes>>,
+}
+
+impl From<Bytes> for Stdin {
+    fn from(head: Bytes) -> Self {
+        Stdin { head, rest: None }
+    }
 }
 
 /// Lets the consumer of a session end it before the server's exit status.

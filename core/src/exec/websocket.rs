@@ -56,7 +56,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::output::{OutputChunk, Stream};
 use super::pod_liveness::{PodWatch, PodWatches};
-use super::runtime::{Release, Runtime};
+use super::runtime::{Release, Runtime, Stdin};
 use super::status::{decode, Completion};
 use super::ExecTarget;
 use crate::client::informer::Informer;
@@ -177,7 +177,7 @@ impl Runtime for PodExecRuntime {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Option<Stdin>,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
@@ -258,7 +258,7 @@ enum Driven<S> {
 /// `connection_lost`.
 async fn drive<S>(
     ws: WebSocketStream<S>,
-    stdin: Option<Bytes>,
+    stdin: Option<Stdin>,
     output: &mpsc::Sender<OutputChunk>,
     release: &Release,
     liveness: Liveness,
@@ -272,15 +272,17 @@ where
         // A failed write means the session ended; the reader says how.
         let feed = async {
             let mut pings = pings(liveness);
-            for piece in stdin.as_deref().unwrap_or_default().chunks(STDIN_MESSAGE_BYTES) {
-                if pings.tick().now_or_never().is_some() && sink.send(Message::Ping(Bytes::new())).await.is_err() {
-                    break;
-                }
-                let mut message = BytesMut::with_capacity(piece.len() + 1);
-                message.put_u8(0);
-                message.put_slice(piece);
-                if sink.send(Message::Binary(message.freeze())).await.is_err() {
-                    break;
+            let (head, mut rest) = stdin.map_or((Bytes::new(), None), |s| (s.head, s.rest));
+            let mut open = send_stdin(&mut sink, &mut pings, &head).await;
+            // A stream's pieces as they come, pinging while the producer
+            // is slow (a caller's iterable, a local disk).
+            while let (true, Some(pieces)) = (open, rest.as_mut()) {
+                tokio::select! {
+                    piece = pieces.recv() => match piece {
+                        Some(piece) => open = send_stdin(&mut sink, &mut pings, &piece).await,
+                        None => break,
+                    },
+                    _ = pings.tick() => open = sink.send(Message::Ping(Bytes::new())).await.is_ok(),
                 }
             }
             keep_pinging(&mut sink, pings).await;
@@ -369,6 +371,31 @@ where
             ),
         )),
     }
+}
+
+/// Sends `data` on stdin in messages of at most [`STDIN_MESSAGE_BYTES`],
+/// pinging between them when a ping is due; `false` once a write failed
+/// (the session ended; the reader says how).
+async fn send_stdin<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    pings: &mut time::Interval,
+    data: &[u8],
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    for piece in data.chunks(STDIN_MESSAGE_BYTES) {
+        if pings.tick().now_or_never().is_some() && sink.send(Message::Ping(Bytes::new())).await.is_err() {
+            return false;
+        }
+        let mut message = BytesMut::with_capacity(piece.len() + 1);
+        message.put_u8(0);
+        message.put_slice(piece);
+        if sink.send(Message::Binary(message.freeze())).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Ticks every `liveness.ping`, the first a full interval from now.

@@ -27,7 +27,8 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 
 /// The wrapper around a user command.
 ///
-/// `$1` run id, `$2` stdin byte count (empty: no stdin), `$3` cleanup bound
+/// `$1` run id, `$2` stdin byte count (empty: no stdin; `-`: a stream the
+/// command reads itself, see [`CommandSpec::stdin_stream`]), `$3` cleanup bound
 /// (empty: none), `$4` length of a long command sent after the fields
 /// (empty: none), `$5` number of env pairs. Stdin starts with the run's
 /// secret on a line of its own (made by the engine for each run), then the
@@ -82,6 +83,9 @@ pub struct CommandSpec<'a> {
     pub env: &'a [(String, String)],
     /// Number of stdin bytes that will be sent, if any.
     pub stdin_len: Option<usize>,
+    /// Stdin is a stream the command reads itself to an end it knows
+    /// (`stdin_len` is then ignored).
+    pub stdin_stream: bool,
 }
 
 /// Commands longer than this (bytes) are read with one `head -c` rather
@@ -122,7 +126,7 @@ pub fn wrapper_argv(
     let long = push_request(&mut prefix, spec.cwd, spec.command, &env, run_id);
     let mut args = vec![
         run_id.to_owned(),
-        spec.stdin_len.map(|n| n.to_string()).unwrap_or_default(),
+        if spec.stdin_stream { "-".to_owned() } else { spec.stdin_len.map(|n| n.to_string()).unwrap_or_default() },
         cleanup.map(|n| n.to_string()).unwrap_or_default(),
         long.map(|n| n.to_string()).unwrap_or_default(),
         env.len().to_string(),
@@ -282,7 +286,8 @@ mod tests {
     #[test]
     fn requests_travel_on_stdin_and_argv_holds_only_the_run_id_and_numbers() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
-        let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3) };
+        let spec =
+            CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3), stdin_stream: false };
         let call = wrapper_argv("i.1", "5ec", &spec, Some(7), false).unwrap();
         assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
         assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1"]);
@@ -317,7 +322,7 @@ mod tests {
     #[test]
     fn bad_env_and_nul_are_rejected() {
         let env = vec![("OK".to_owned(), "v".to_owned()), ("B-AD".to_owned(), "v".to_owned())];
-        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin_len: None };
+        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin_len: None, stdin_stream: false };
         assert!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().message.contains("\"B-AD\""));
         let env = vec![("A".to_owned(), "a\0b".to_owned())];
         let spec = CommandSpec { env: &env, ..spec };

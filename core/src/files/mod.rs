@@ -244,7 +244,7 @@ const NAME_BYTES: usize = 255;
 /// within Linux's length limits, so a model's runaway path is an
 /// `invalid_request` naming the limit, not a tool's `File name too long`
 /// (or a misleading `not_found` from `[ -e ]`).
-fn check_path(path: &str) -> Result<()> {
+pub(crate) fn check_path(path: &str) -> Result<()> {
     if path.is_empty() {
         return Err(Error::invalid_request("path is empty"));
     }

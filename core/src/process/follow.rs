@@ -219,6 +219,7 @@ fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationTok
         cwd: String::new(),
         env,
         stdin: None::<Bytes>,
+        stdin_stream: None,
         timeout: None,
         cancel: cancel.clone(),
         long_lived: true,

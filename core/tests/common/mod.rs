@@ -21,7 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stream};
+use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream};
 use sandbox_core::{Error, ErrorCode, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -158,7 +158,7 @@ impl Runtime for LocalRuntime {
         &'a self,
         _target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Option<Stdin>,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
@@ -177,9 +177,14 @@ impl Runtime for LocalRuntime {
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| Error::new(ErrorCode::Internal, format!("spawn: {e}")))?;
-            if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            if let (Some(Stdin { head, mut rest }), Some(mut pipe)) = (stdin, child.stdin.take()) {
                 tokio::spawn(async move {
-                    let _ = pipe.write_all(&data).await;
+                    let _ = pipe.write_all(&head).await;
+                    while let Some(piece) = match rest.as_mut() { Some(r) => r.recv().await, None => None } {
+                        if pipe.write_all(&piece).await.is_err() {
+                            break;
+                        }
+                    }
                     let _ = pipe.shutdown().await;
                 });
             }

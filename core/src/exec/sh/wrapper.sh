@@ -98,7 +98,11 @@ export AGENT_SANDBOX_RUN=$run_id:
 # the secret among them, and functions. The only difference from `sh -c`
 # the command can see: dash prefixes errors of evaluated code with `eval: `.
 command_prelude='[ $# -eq 0 ]||export "$@";set --;unset -v bound_below command_text record_file run_id env_count cleanup_below stdin_bytes instance_id run_dir run_secret field_value work_dir each_path dir_path record_number field_line field_lines long_command_bytes newline_char command_prelude;unset -f read_field send_trailer make_private_dir remove_old_records;'
-if [ -n "$stdin_bytes" ]; then
+if [ "$stdin_bytes" = - ]; then
+	# A stream the command reads itself up to an end it recognizes (the
+	# transfer scripts' framing): it gets no EOF, and leaves nothing unread.
+	(eval "$command_prelude$command_text")
+elif [ -n "$stdin_bytes" ]; then
 	# `head -c` gives the command EOF after exactly the bytes sent (a v4
 	# server cannot close stdin); the `cat` drains what the command left
 	# unread, also after its `exit`: else the server closes the socket with

@@ -1,0 +1,519 @@
+//! Tar archives as a hostile party may write them: a streaming parser
+//! ([`Parser`]) that takes bytes in any pieces and reports entries and their
+//! data, the rules every entry must pass ([`Rules`], the one place they
+//! live), and the encoder of checked entries ([`encode_header`],
+//! [`encode_end`]).
+//!
+//! The parser holds one 512-byte block and one extension record (a GNU long
+//! name or a PAX header, capped at [`MAX_EXTENSION_BYTES`]) at a time; data
+//! passes through as slices of what was fed. Names are bytes from end to
+//! end: non-UTF-8, newlines and 255-byte names round-trip.
+
+use std::collections::HashSet;
+
+use tar::{EntryType, Header};
+
+use crate::error::{Error, ErrorCode, Result};
+
+/// Tar's block size.
+pub const BLOCK: usize = 512;
+/// Tar's default record (20 blocks). GNU tar reads a pipe in whole records
+/// (`--read-full-records` is on for stdin), so an archive sent to it ends on
+/// one; else it waits for bytes that never come.
+pub const RECORD: usize = 20 * BLOCK;
+/// The largest GNU long name or PAX record accepted (a path is at most 4095
+/// bytes; PAX may add a few other keys).
+pub const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
+/// Most bytes of symlink names [`Rules`] keep to refuse writes through them.
+pub const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
+/// Longest path Linux system calls take (`PATH_MAX` less its NUL).
+pub const PATH_BYTES: usize = 4095;
+/// Longest name of one path component (`NAME_MAX`).
+pub const NAME_BYTES: usize = 255;
+
+/// What an entry is. Anything else (devices, FIFOs, sparse or volume
+/// entries) is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link (`link` is its target).
+    Symlink,
+    /// A hard link to an earlier entry (`link` is its path).
+    HardLink,
+}
+
+/// One entry as the archive describes it (before [`Rules::check`]) or as
+/// checked (after: `path` relative and normalized, `mode` without setuid and
+/// setgid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The path as bytes (`a/b/c` once checked; empty is the root itself).
+    pub path: Vec<u8>,
+    /// Symlink target or hard link source.
+    pub link: Vec<u8>,
+    /// What it is.
+    pub kind: Kind,
+    /// Permission bits (`0o7777` at most).
+    pub mode: u32,
+    /// Data bytes that follow (files only, else 0).
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime: u64,
+}
+
+/// What [`Parser::feed`] reports, in archive order.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// An entry starts; its data follows as [`Event::Data`].
+    Entry(Entry),
+    /// A piece of the current entry's data.
+    Data(&'a [u8]),
+}
+
+/// Where the parser is.
+enum State {
+    /// Collecting a header block.
+    Header,
+    /// Collecting an extension record (GNU `L`/`K`, PAX `x`) of this size.
+    Extension { kind: u8, size: u64 },
+    /// Passing (or skipping) this many data bytes, then `pad` padding bytes.
+    Data { left: u64, pad: usize, deliver: bool },
+    /// One zero block seen: the next must be one too.
+    OneZero,
+    /// Two zero blocks: the archive ended; the rest is record padding.
+    End,
+}
+
+/// A streaming tar parser for GNU, ustar and PAX archives.
+pub struct Parser {
+    state: State,
+    block: Vec<u8>,
+    /// The extension record being collected.
+    extension: Vec<u8>,
+    long_name: Option<Vec<u8>>,
+    long_link: Option<Vec<u8>>,
+    entries: u64,
+    bytes: u64,
+    max_entries: u64,
+    max_bytes: u64,
+}
+
+fn malformed(what: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::InvalidRequest, format!("the archive is malformed: {what}"))
+}
+
+impl Parser {
+    /// A parser that refuses more than `max_entries` entries or an archive
+    /// over `max_bytes` bytes (`too_large`).
+    pub fn new(max_entries: u64, max_bytes: u64) -> Self {
+        Parser {
+            state: State::Header,
+            block: Vec::with_capacity(BLOCK),
+            extension: Vec::new(),
+            long_name: None,
+            long_link: None,
+            entries: 0,
+            bytes: 0,
+            max_entries,
+            max_bytes,
+        }
+    }
+
+    /// Archive bytes taken so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether the end-of-archive marker (two zero blocks) has been read.
+    pub fn ended(&self) -> bool {
+        matches!(self.state, State::End)
+    }
+
+    /// Fails unless the archive ended properly: a stream cut short must not
+    /// pass for a shorter tree.
+    pub fn finish(&self) -> Result<()> {
+        if self.ended() {
+            Ok(())
+        } else {
+            Err(malformed("it ends before its end-of-archive marker (two zero blocks)"))
+        }
+    }
+
+    /// Takes the next bytes; `on_event` gets entries and data as they
+    /// complete. An `Err` (from the archive or from `on_event`) leaves the
+    /// parser unusable.
+    pub fn feed(&mut self, mut data: &[u8], on_event: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
+        self.bytes += data.len() as u64;
+        if self.bytes > self.max_bytes {
+            return Err(Error::new(
+                ErrorCode::TooLarge,
+                format!("the archive is over the limit of {} bytes (maxBytes)", self.max_bytes),
+            ));
+        }
+        while !data.is_empty() {
+            match &mut self.state {
+                State::End => return Ok(()),
+                State::Data { left, pad, deliver } => {
+                    if *left > 0 {
+                        let n = (*left).min(data.len() as u64) as usize;
+                        if *deliver {
+                            on_event(Event::Data(&data[..n]))?;
+                        }
+                        *left -= n as u64;
+                        data = &data[n..];
+                    } else {
+                        let n = (*pad).min(data.len());
+                        *pad -= n;
+                        data = &data[n..];
+                        if *pad == 0 {
+                            self.state = State::Header;
+                        }
+                    }
+                    if let State::Data { left: 0, pad: 0, .. } = self.state {
+                        self.state = State::Header;
+                    }
+                }
+                State::Extension { kind, size } => {
+                    let (kind, size) = (*kind, *size);
+                    let want = size as usize - self.extension.len();
+                    let n = want.min(data.len());
+                    self.extension.extend_from_slice(&data[..n]);
+                    data = &data[n..];
+                    if self.extension.len() as u64 == size {
+                        self.extension_done(kind)?;
+                        self.state = State::Data { left: 0, pad: padding(size), deliver: false };
+                        if padding(size) == 0 {
+                            self.state = State::Header;
+                        }
+                    }
+                }
+                State::Header | State::OneZero => {
+                    let n = (BLOCK - self.block.len()).min(data.len());
+                    self.block.extend_from_slice(&data[..n]);
+                    data = &data[n..];
+                    if self.block.len() == BLOCK {
+                        let block = std::mem::replace(&mut self.block, Vec::with_capacity(BLOCK));
+                        self.header(&block, on_event)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn header(&mut self, block: &[u8], on_event: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
+        if block.iter().all(|b| *b == 0) {
+            self.state = match self.state {
+                State::OneZero => State::End,
+                _ => State::OneZero,
+            };
+            return Ok(());
+        }
+        if let State::OneZero = self.state {
+            return Err(malformed("a lone zero block in the middle"));
+        }
+        let header = Header::from_byte_slice(block);
+        let sum = header.cksum().map_err(|_| malformed("a header checksum is not a number"))?;
+        let computed: u32 = block[..148].iter().chain(&[b' '; 8]).chain(&block[156..]).map(|b| u32::from(*b)).sum();
+        if sum != computed {
+            return Err(malformed("a header checksum does not match (not a tar archive, or corrupt)"));
+        }
+        let size = header.entry_size().map_err(|_| malformed("an entry size is not a number"))?;
+        let kind = header.entry_type();
+        match kind {
+            EntryType::GNULongName | EntryType::GNULongLink | EntryType::XHeader | EntryType::XGlobalHeader => {
+                if size > MAX_EXTENSION_BYTES {
+                    return Err(malformed(format!("an extension record of {size} bytes")));
+                }
+                self.extension.clear();
+                self.state = State::Extension { kind: kind.as_byte(), size };
+                if size == 0 {
+                    self.extension_done(kind.as_byte())?;
+                    self.state = State::Header;
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.entries += 1;
+        if self.entries > self.max_entries {
+            return Err(Error::new(
+                ErrorCode::TooLarge,
+                format!("the archive has more than {} entries (maxEntries)", self.max_entries),
+            ));
+        }
+        let path = match self.long_name.take() {
+            Some(p) => p,
+            None => header.path_bytes().into_owned(),
+        };
+        let link = match self.long_link.take() {
+            Some(l) => l,
+            None => header.link_name_bytes().map(|l| l.into_owned()).unwrap_or_default(),
+        };
+        let entry_kind = match kind {
+            EntryType::Regular | EntryType::Continuous => Some(Kind::File),
+            EntryType::Directory => Some(Kind::Directory),
+            EntryType::Symlink => Some(Kind::Symlink),
+            EntryType::Link => Some(Kind::HardLink),
+            // A pre-POSIX regular file is `\0`; tar's crate maps it to Regular.
+            _ => None,
+        };
+        let Some(entry_kind) = entry_kind else {
+            let what = match kind {
+                EntryType::Char | EntryType::Block => "a device node",
+                EntryType::Fifo => "a FIFO",
+                _ => "an entry type tar transfers do not carry",
+            };
+            return Err(Error::invalid_request(format!(
+                "{} is {what} (type {:?}); only files, directories, symlinks and hard links are transferred",
+                shown(&path),
+                kind.as_byte() as char
+            )));
+        };
+        let mode = header.mode().map_err(|_| malformed("a mode is not a number"))? & 0o7777;
+        let mtime = header.mtime().unwrap_or(0);
+        let file_size = if entry_kind == Kind::File { size } else { 0 };
+        on_event(Event::Entry(Entry { path, link, kind: entry_kind, mode, size: file_size, mtime }))?;
+        // Data of anything but a file (GNU tar gives hard links none) is skipped.
+        self.state = State::Data { left: size, pad: padding(size), deliver: entry_kind == Kind::File };
+        if size == 0 {
+            self.state = State::Header;
+        }
+        Ok(())
+    }
+
+    fn extension_done(&mut self, kind: u8) -> Result<()> {
+        let record = std::mem::take(&mut self.extension);
+        match kind {
+            b'L' => self.long_name = Some(c_string(&record)),
+            b'K' => self.long_link = Some(c_string(&record)),
+            // A global header sets defaults for every entry; we honour none.
+            b'g' => {}
+            _ => {
+                for field in tar::PaxExtensions::new(&record) {
+                    let field = field.map_err(|_| malformed("a PAX record is not `<len> <key>=<value>`"))?;
+                    match field.key_bytes() {
+                        b"path" => self.long_name = Some(field.value_bytes().to_vec()),
+                        b"linkpath" => self.long_link = Some(field.value_bytes().to_vec()),
+                        // A size over the header's would desynchronize us; refuse rather than guess.
+                        b"size" => return Err(malformed("a PAX size record (files over 8 GiB are not transferred)")),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Padding after `size` data bytes.
+fn padding(size: u64) -> usize {
+    ((BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64) as usize
+}
+
+/// A NUL-terminated GNU long name without its NUL.
+fn c_string(record: &[u8]) -> Vec<u8> {
+    let end = memchr::memchr(0, record).unwrap_or(record.len());
+    record[..end].to_vec()
+}
+
+/// A name for messages: escaped, at most 200 characters.
+pub fn shown(path: &[u8]) -> String {
+    let text: String = path.escape_ascii().to_string();
+    if text.len() > 200 {
+        format!("{:?}…", &text[..text.char_indices().nth(200).map_or(text.len(), |(i, _)| i)])
+    } else {
+        format!("{text:?}")
+    }
+}
+
+/// The rules every entry passes before it is sent to the sandbox or
+/// written locally. `refuse` is the code of a refusal (`invalid_request` for
+/// what the caller sends, `invalid_state` for what a sandbox sends).
+pub struct Rules {
+    refuse: ErrorCode,
+    /// Symlinks the archive made (checked paths); nothing may be written
+    /// through them.
+    symlinks: HashSet<Vec<u8>>,
+    symlink_bytes: usize,
+}
+
+impl Rules {
+    /// Rules whose refusals carry `refuse`.
+    pub fn new(refuse: ErrorCode) -> Self {
+        Rules { refuse, symlinks: HashSet::new(), symlink_bytes: 0 }
+    }
+
+    fn refused(&self, path: &[u8], why: &str) -> Error {
+        Error::new(self.refuse, format!("archive entry {} {why}; nothing past it was extracted", shown(path)))
+    }
+
+    /// Checks `entry` and normalizes it in place; `Ok(false)` for an entry
+    /// to skip (the root directory itself). Refuses absolute paths, `..`,
+    /// names Linux cannot hold, symlinks whose target leaves the tree, hard
+    /// links to outside or to a symlink, and anything under a symlink the
+    /// archive made. Drops setuid and setgid.
+    pub fn check(&mut self, entry: &mut Entry) -> Result<bool> {
+        let raw = std::mem::take(&mut entry.path);
+        entry.path = self.normalize(&raw)?;
+        if entry.path.is_empty() {
+            return match entry.kind {
+                Kind::Directory => Ok(false),
+                _ => Err(self.refused(&raw, "names the target directory itself")),
+            };
+        }
+        if let Some(parent) = self.under_symlink(&entry.path) {
+            return Err(self.refused(&raw, &format!("would be written through the symlink {}", shown(parent))));
+        }
+        entry.mode &= 0o1777;
+        match entry.kind {
+            Kind::Symlink => {
+                if entry.link.is_empty() || entry.link.contains(&0) {
+                    return Err(self.refused(&raw, "is a symlink with an empty or invalid target"));
+                }
+                if entry.link.starts_with(b"/") {
+                    return Err(self.refused(&raw, "is a symlink to an absolute path (it points out of the tree)"));
+                }
+                let mut depth = entry.path.split(|b| *b == b'/').count() as i64 - 1;
+                for part in entry.link.split(|b| *b == b'/') {
+                    match part {
+                        b"" | b"." => {}
+                        b".." => depth -= 1,
+                        _ => depth += 1,
+                    }
+                    if depth < 0 {
+                        return Err(self.refused(&raw, "is a symlink that points out of the tree"));
+                    }
+                }
+                self.symlink_bytes += entry.path.len();
+                if self.symlink_bytes > MAX_SYMLINK_NAME_BYTES {
+                    return Err(Error::new(
+                        ErrorCode::TooLarge,
+                        format!("the archive has more than {MAX_SYMLINK_NAME_BYTES} bytes of symlink names"),
+                    ));
+                }
+                self.symlinks.insert(entry.path.clone());
+            }
+            Kind::HardLink => {
+                let link = std::mem::take(&mut entry.link);
+                entry.link = self.normalize(&link).map_err(|_| self.refused(&raw, "is a hard link out of the tree"))?;
+                if entry.link.is_empty() {
+                    return Err(self.refused(&raw, "is a hard link to the target directory"));
+                }
+                if self.symlinks.contains(&entry.link) || self.under_symlink(&entry.link).is_some() {
+                    return Err(self.refused(&raw, "is a hard link through or to a symlink of the archive"));
+                }
+            }
+            Kind::File | Kind::Directory => {
+                self.symlinks.remove(&entry.path);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `raw` as a relative path of plain names (`./` and empty parts
+    /// dropped), or a refusal.
+    fn normalize(&self, raw: &[u8]) -> Result<Vec<u8>> {
+        if raw.starts_with(b"/") {
+            return Err(self.refused(raw, "has an absolute path"));
+        }
+        if raw.contains(&0) {
+            return Err(self.refused(raw, "has a NUL byte in its name"));
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for part in raw.split(|b| *b == b'/') {
+            match part {
+                b"" | b"." => {}
+                b".." => return Err(self.refused(raw, "has a `..` component")),
+                _ if part.len() > NAME_BYTES => {
+                    return Err(self.refused(raw, &format!("has a name over {NAME_BYTES} bytes")))
+                }
+                _ => {
+                    if !out.is_empty() {
+                        out.push(b'/');
+                    }
+                    out.extend_from_slice(part);
+                }
+            }
+        }
+        if out.len() > PATH_BYTES {
+            return Err(self.refused(raw, &format!("has a path over {PATH_BYTES} bytes")));
+        }
+        Ok(out)
+    }
+
+    /// The first proper prefix of `path` that is a symlink of the archive.
+    fn under_symlink<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
+        if self.symlinks.is_empty() {
+            return None;
+        }
+        memchr::memchr_iter(b'/', path).map(|i| &path[..i]).find(|prefix| self.symlinks.contains(*prefix))
+    }
+}
+
+/// The header block(s) of a checked entry: a GNU long name (`L`) and long
+/// link (`K`) record first when they do not fit the 100-byte fields.
+/// Ownership is not carried (uid and gid 0, no names).
+pub fn encode_header(entry: &Entry, out: &mut Vec<u8>) {
+    let mut path = entry.path.clone();
+    if entry.kind == Kind::Directory {
+        path.push(b'/');
+    }
+    if path.len() > 100 {
+        long_record(b'L', &path, out);
+    }
+    if entry.link.len() > 100 {
+        long_record(b'K', &entry.link, out);
+    }
+    let mut header = Header::new_gnu();
+    let fields = header.as_old_mut();
+    let n = path.len().min(100);
+    fields.name[..n].copy_from_slice(&path[..n]);
+    let n = entry.link.len().min(100);
+    fields.linkname[..n].copy_from_slice(&entry.link[..n]);
+    header.set_entry_type(match entry.kind {
+        Kind::File => EntryType::Regular,
+        Kind::Directory => EntryType::Directory,
+        Kind::Symlink => EntryType::Symlink,
+        Kind::HardLink => EntryType::Link,
+    });
+    header.set_mode(entry.mode);
+    header.set_size(entry.size);
+    header.set_mtime(entry.mtime);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_cksum();
+    out.extend_from_slice(header.as_bytes());
+}
+
+fn long_record(kind: u8, name: &[u8], out: &mut Vec<u8>) {
+    let mut header = Header::new_gnu();
+    header.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    header.set_entry_type(EntryType::new(kind));
+    header.set_mode(0o644);
+    header.set_size(name.len() as u64 + 1);
+    header.set_cksum();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(name);
+    out.push(0);
+    out.resize(out.len() + padding(name.len() as u64 + 1), 0);
+}
+
+/// Zero padding after `size` data bytes of an entry.
+pub fn encode_padding(size: u64, out: &mut Vec<u8>) {
+    out.resize(out.len() + padding(size), 0);
+}
+
+/// The end-of-archive marker, padded so the whole archive (`written`
+/// bytes before it) fills whole records.
+pub fn encode_end(written: u64, out: &mut Vec<u8>) {
+    let total = written + 2 * BLOCK as u64;
+    let records = total.div_ceil(RECORD as u64);
+    out.resize(out.len() + (records * RECORD as u64 - written) as usize, 0);
+}
+
+#[cfg(test)]
+mod tests;

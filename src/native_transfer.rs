@@ -1,0 +1,214 @@
+//! Transfers (`upload`, `download`) on a `NativeSandbox`. `js/transfer.js`
+//! turns them into the public calls: a Node `Readable` over
+//! [`NativeDownload::next`] (pulled, so a slow reader slows the sandbox's
+//! `tar`), and an `AsyncIterable` source pushed through
+//! [`NativeUpload::write`] (each write resolves once the chunk has room).
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use sandbox_core::args::byte_count;
+use sandbox_core::transfer::{self, Limits, Source, Totals};
+use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio_util::sync::CancellationToken;
+
+use crate::calls::{promise, NativeCancel};
+use crate::errors::to_napi;
+use crate::native_sandbox::NativeSandbox;
+
+/// Chunks queued between the transfer and JS (each one WebSocket frame,
+/// or one upload write).
+const DEPTH: usize = 4;
+
+/// Options of every transfer; `js/transfer.js` checks their types.
+#[napi(object)]
+pub struct NativeTransferOptions {
+    /// Archive bytes; default 1 GiB.
+    pub max_bytes: Option<f64>,
+    /// Entries; default 100,000.
+    pub max_entries: Option<f64>,
+    /// Download: `tar --exclude` patterns.
+    pub exclude: Option<Vec<String>>,
+    /// Upload: replace what `dir` holds (default true).
+    pub overwrite: Option<bool>,
+}
+
+/// What a transfer moved.
+#[napi(object)]
+pub struct NativeTotals {
+    /// Files, symlinks and hard links.
+    pub files: f64,
+    /// Directories.
+    pub directories: f64,
+    /// Bytes of file contents.
+    pub bytes: f64,
+}
+
+impl From<Totals> for NativeTotals {
+    fn from(t: Totals) -> Self {
+        NativeTotals { files: t.files as f64, directories: t.directories as f64, bytes: t.bytes as f64 }
+    }
+}
+
+fn limits(options: &NativeTransferOptions) -> sandbox_core::Result<Limits> {
+    Ok(Limits {
+        max_bytes: byte_count("maxBytes", options.max_bytes, transfer::DEFAULT_MAX_BYTES)?,
+        max_entries: byte_count("maxEntries", options.max_entries, transfer::DEFAULT_MAX_ENTRIES)?,
+    })
+}
+
+/// A download being read.
+#[napi]
+pub struct NativeDownload {
+    cancel: CancellationToken,
+    chunks: Mutex<mpsc::Receiver<Bytes>>,
+    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<Totals>>>>,
+}
+
+#[napi]
+impl NativeDownload {
+    /// The next chunk of the archive; `null` once it ended properly;
+    /// rejects with the transfer's error.
+    #[napi]
+    pub async fn next(&self) -> napi::Result<Option<Buffer>> {
+        if let Some(chunk) = self.chunks.lock().await.recv().await {
+            return Ok(Some(chunk.to_vec().into()));
+        }
+        let result = self.result.lock().await.take();
+        let Some(result) = result else { return Ok(None) };
+        match result.await {
+            Ok(Ok(_)) => Ok(None),
+            Ok(Err(e)) => Err(to_napi(e)),
+            Err(_) => Err(to_napi(sandbox_core::Error::internal("the download task ended without a result"))),
+        }
+    }
+
+    /// Stops the download and kills the sandbox's `tar`.
+    #[napi]
+    pub fn abort(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// An upload from a stream being written.
+#[napi]
+pub struct NativeUpload {
+    cancel: CancellationToken,
+    chunks: std::sync::Mutex<Option<mpsc::Sender<Bytes>>>,
+    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<Totals>>>>,
+}
+
+#[napi]
+impl NativeUpload {
+    /// Queues a chunk of the archive; resolves once it has room. `false`
+    /// when the upload already ended (`end()` says how).
+    #[napi]
+    pub async fn write(&self, chunk: Buffer) -> bool {
+        let tx = self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match tx {
+            Some(tx) => tx.send(Bytes::from_owner(chunk)).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Ends the archive and resolves with what was moved.
+    #[napi]
+    pub async fn end(&self) -> napi::Result<NativeTotals> {
+        self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let result = self.result.lock().await.take();
+        let result = result.ok_or_else(|| crate::errors::invalid("end() was already called for this upload"))?;
+        match result.await {
+            Ok(r) => r.map(NativeTotals::from).map_err(to_napi),
+            Err(_) => Err(to_napi(sandbox_core::Error::internal("the upload task ended without a result"))),
+        }
+    }
+
+    /// Stops the upload and kills the sandbox's `tar`.
+    #[napi]
+    pub fn abort(&self) {
+        self.cancel.cancel();
+    }
+}
+
+#[napi]
+impl NativeSandbox {
+    /// Starts streaming the tree under `path` as a tar archive.
+    #[napi]
+    pub fn start_download(&self, path: String, options: NativeTransferOptions) -> napi::Result<NativeDownload> {
+        let limits = limits(&options).map_err(to_napi)?;
+        let exclude = options.exclude.unwrap_or_default();
+        // Refused before a stream exists, so the call rejects instead.
+        transfer::check_args(&path, &exclude).map_err(to_napi)?;
+        let (tx, rx) = mpsc::channel(DEPTH);
+        let (done, result) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        let (sandbox, token) = (self.core().clone(), cancel.clone());
+        spawn(async move {
+            let _ = done.send(sandbox.download(&path, &exclude, limits, token, tx).await);
+        });
+        Ok(NativeDownload { cancel, chunks: Mutex::new(rx), result: Mutex::new(Some(result)) })
+    }
+
+    /// Downloads the tree under `path` into the local directory `to`.
+    #[napi(ts_return_type = "Promise<NativeTotals>")]
+    pub fn download_to<'env>(
+        &self,
+        env: &'env Env,
+        path: String,
+        to: String,
+        options: NativeTransferOptions,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeTotals>> {
+        let (sandbox, token) = (self.core().clone(), cancel.call().cancel);
+        promise(env, async move {
+            let limits = limits(&options)?;
+            let exclude = options.exclude.unwrap_or_default();
+            sandbox.download_to(&path, &exclude, limits, token, PathBuf::from(to)).await.map(NativeTotals::from)
+        })
+    }
+
+    /// Uploads a local directory (`source_dir`) or whole archive bytes
+    /// (`source_bytes`) into `dir`.
+    #[napi(ts_return_type = "Promise<NativeTotals>")]
+    pub fn upload<'env>(
+        &self,
+        env: &'env Env,
+        source_dir: Option<String>,
+        source_bytes: Option<Buffer>,
+        dir: String,
+        options: NativeTransferOptions,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeTotals>> {
+        let (sandbox, token) = (self.core().clone(), cancel.call().cancel);
+        let source = match (source_dir, source_bytes) {
+            (Some(d), None) => Source::Directory(PathBuf::from(d)),
+            (None, Some(b)) => Source::Bytes(Bytes::from_owner(b)),
+            _ => return Err(crate::errors::invalid("upload takes one source")),
+        };
+        promise(env, async move {
+            let limits = limits(&options)?;
+            let overwrite = options.overwrite.unwrap_or(true);
+            sandbox.upload(source, &dir, overwrite, limits, token).await.map(NativeTotals::from)
+        })
+    }
+
+    /// Starts an upload whose archive comes through `write()`.
+    #[napi]
+    pub fn start_upload(&self, dir: String, options: NativeTransferOptions) -> napi::Result<NativeUpload> {
+        let limits = limits(&options).map_err(to_napi)?;
+        let overwrite = options.overwrite.unwrap_or(true);
+        transfer::check_args(&dir, &[]).map_err(to_napi)?;
+        // One write in flight: the caller sizes the chunks.
+        let (tx, rx) = mpsc::channel(1);
+        let (done, result) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        let (sandbox, token) = (self.core().clone(), cancel.clone());
+        spawn(async move {
+            let _ = done.send(sandbox.upload(Source::Stream(rx), &dir, overwrite, limits, token).await);
+        });
+        Ok(NativeUpload { cancel, chunks: std::sync::Mutex::new(Some(tx)), result: Mutex::new(Some(result)) })
+    }
+}
