@@ -7,6 +7,7 @@
 import { callNative, fromNative } from "./errors.js";
 import { native } from "./native.js";
 import { configError, optionsToJson } from "./options.js";
+import { OpenPorts } from "./ports.js";
 import { wrapSandbox } from "./sandbox.js";
 
 /**
@@ -21,6 +22,8 @@ export function agentSandboxProvider(options) {
   const { name, cwd } = validate(json);
   const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
 
+  // Forwards and tunnels by sandbox id, closed by suspend and destroy.
+  const openPorts = new OpenPorts();
   /** @type {Promise<any> | undefined} */
   let opening;
   /** @type {any} */
@@ -46,10 +49,20 @@ export function agentSandboxProvider(options) {
       callNative(async () => {
         const provider = await open();
         const sandbox = await provider.connect(actorId(c), String(id));
-        return sandbox == null ? undefined : withActivity(wrapSandbox(sandbox), () => provider.touch(String(id)));
+        if (sandbox == null) return undefined;
+        const wrapped = wrapSandbox(sandbox, (thing) => openPorts.add(String(id), thing));
+        return withActivity(wrapped, () => provider.touch(String(id)));
       }),
-    suspend: (c, id) => callNative(async () => void (await (await open()).suspend(actorId(c), String(id)))),
-    destroy: (c, id) => callNative(async () => void (await (await open()).destroy(actorId(c), String(id)))),
+    suspend: (c, id) =>
+      callNative(async () => {
+        openPorts.closeAll(String(id));
+        await (await open()).suspend(actorId(c), String(id));
+      }),
+    destroy: (c, id) =>
+      callNative(async () => {
+        openPorts.closeAll(String(id));
+        await (await open()).destroy(actorId(c), String(id));
+      }),
     stats: () => opened?.stats() ?? { requests: {}, watches: 0, failing: 0, lists: 0 },
   };
 }
