@@ -226,10 +226,17 @@ describe("ports", { skip, timeout: 600_000 }, () => {
     const slow = await sandbox.fetch(PORT, "/slow");
     const reading = slow.text();
     const held = http.get(`${f.url}/slow`);
-    await new Promise((r) => held.once("response", r));
+    const heldClosed = new Promise((r) => held.once("close", r));
+    held.on("error", () => {}); // reset by the close below: what the test waits for
+    /** @type {http.IncomingMessage} */
+    const res = await new Promise((r) => held.once("response", r));
+    res.on("error", () => {});
+    res.resume();
     await p.destroy(ctx, id);
     id = undefined;
     await f.closed;
+    await heldClosed;
+    assert.equal(f.connections, 0);
     await assert.rejects(reading);
     await assert.rejects(fetch(f.url));
   });
