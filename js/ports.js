@@ -234,7 +234,7 @@ async function fetchThrough(native, port, input, init, track) {
       method: request.method,
       path: url.pathname + url.search,
       headers: Object.fromEntries(headers),
-      agent: false,
+      // No agent: with createConnection alone Node uses that one socket.
       createConnection: () => (socket = new TunnelSocket(native, port, track)),
     });
     const onAbort = () => req.destroy(abortError());
