@@ -230,6 +230,8 @@ async function fetchThrough(native, port, input, init, track) {
   return new Promise((resolve, reject) => {
     /** @type {TunnelSocket | undefined} */
     let socket;
+    /** @type {http.IncomingMessage | undefined} */
+    let response;
     const req = http.request({
       method: request.method,
       path: url.pathname + url.search,
@@ -237,13 +239,20 @@ async function fetchThrough(native, port, input, init, track) {
       // No agent: with createConnection alone Node uses that one socket.
       createConnection: () => (socket = new TunnelSocket(native, port, track)),
     });
-    const onAbort = () => req.destroy(abortError());
+    // The body being read fails with the abort (or the tunnel's error), not
+    // with Node's own "aborted" ECONNRESET.
+    const onAbort = () => {
+      response?.destroy(abortError());
+      req.destroy(abortError());
+    };
     signal.addEventListener("abort", onAbort, { once: true });
     req.on("error", (err) => {
       signal.removeEventListener("abort", onAbort);
       reject(asFetchError(err, port));
     });
     req.on("response", (res) => {
+      response = res;
+      socket?.once("error", (err) => res.destroy(asFetchError(err, port)));
       res.on("close", () => signal.removeEventListener("abort", onAbort));
       const out = new Headers();
       for (let i = 0; i < res.rawHeaders.length; i += 2) {
