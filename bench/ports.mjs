@@ -46,7 +46,9 @@ const p = agentSandboxProvider({ namespace: "agents", warmPool: "pool-ephemeral"
 const ctx = { actorId: `bench-ports-${Date.now().toString(36)}`, client() {} };
 const id = await p.create(ctx);
 const sandbox = await p.connect(ctx, id);
-const pod = id.split("/")[1];
+// The claim's Sandbox names the pod.
+const claim = id.split("/")[1];
+const pod = (await execFileP(kubectl, ["get", "-n", "agents", "sandboxclaims.extensions.agents.x-k8s.io", claim, "-o", "jsonpath={.status.sandbox.name}"])).stdout.trim();
 const rows = {};
 const add = (key, value) => (rows[key] ??= []).push(value);
 
@@ -73,7 +75,7 @@ async function small(port) {
 
 /** kubectl port-forward to a free local port; resolves once it forwards. */
 async function kubectlForward() {
-  const child = spawn(kubectl, ["port-forward", "-n", "agents", `pod/${pod}`, `:${PORT}`], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(kubectl, ["port-forward", "-n", "agents", `pod/${pod}`, `:${PORT}`], { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise((resolve, reject) => {
     child.stdout.on("data", (d) => {
       const m = /127\.0\.0\.1:(\d+)/.exec(String(d));

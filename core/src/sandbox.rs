@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Tunnel};
-use crate::ports::{self, ListeningPort};
 use crate::files::{self, FileStat, RemoveOptions};
+use crate::ports::{self, ListeningPort};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 
 /// A connected sandbox. Cheap to clone.

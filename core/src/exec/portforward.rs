@@ -121,11 +121,16 @@ impl PodExecRuntime {
 fn node_error(port: u16, text: &str) -> Error {
     let lower = text.to_ascii_lowercase();
     if lower.contains("connection refused") || lower.contains("failed to connect to localhost") {
-        Error::new(ErrorCode::NotFound, format!("nothing listens on port {port} in the sandbox (the node said: {text})"))
+        Error::new(
+            ErrorCode::NotFound,
+            format!("nothing listens on port {port} in the sandbox (the node said: {text})"),
+        )
     } else if ["not support", "unsupported", "not implemented", "unimplemented"].iter().any(|w| lower.contains(w)) {
         Error::new(
             ErrorCode::Unsupported,
-            format!("this sandbox's runtime cannot forward ports (the node said: {text}); use sandbox.url() with a Service"),
+            format!(
+                "this sandbox's runtime cannot forward ports (the node said: {text}); use sandbox.url() with a Service"
+            ),
         )
     } else {
         Error::new(ErrorCode::Unavailable, format!("the node could not forward port {port}: {text}"))

@@ -384,10 +384,9 @@ where
 {
     match time::timeout(stall, frames.next()).await {
         Ok(Some(Ok(message))) => Ok(Some(message)),
-        Ok(Some(Err(e))) => Err(Error::new(
-            ErrorCode::ConnectionLost,
-            format!("the {what} connection failed before it ended: {e}"),
-        )),
+        Ok(Some(Err(e))) => {
+            Err(Error::new(ErrorCode::ConnectionLost, format!("the {what} connection failed before it ended: {e}")))
+        }
         Ok(None) => Ok(None),
         Err(_) => Err(Error::new(
             ErrorCode::ConnectionLost,
