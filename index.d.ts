@@ -404,6 +404,67 @@ export interface Sandbox {
    * ones), in start order, with at most 64 KiB of each command; `too_large` past 1,000.
    */
   processes(options?: CallOptions): Promise<ProcessInfo[]>;
+  /**
+   * The TCP ports listening in the sandbox's network, read from `/proc/net/tcp{,6}` (no tool
+   * needed in the image): poll it to wait for a dev server. `too_large` past 16 MiB of socket tables.
+   */
+  listeningPorts(options?: CallOptions): Promise<ListeningPort[]>;
+  /**
+   * One HTTP/1.1 exchange with `port` in the sandbox through its own pods/portforward tunnel, as
+   * a WHATWG `Response`; `input` and `init` as for `fetch` (only the path and query of a URL are
+   * used; `Host` is `localhost:<port>` unless given). Request and response bodies stream with
+   * backpressure; `init.signal` aborts (`aborted`, also for a body being read). `invalid_request`
+   * for a port outside 1..65535 or an upgrade (WebSocket, CONNECT: use {@link Sandbox.forward});
+   * `not_found` when nothing listens; `forbidden` without `pods/portforward`; `unsupported` on a
+   * runtime that cannot port-forward; `connection_lost` when the exchange breaks.
+   */
+  fetch(port: number, input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  /**
+   * A local listener (`host`, default `127.0.0.1`; `localPort`, default a free one) whose every
+   * accepted connection is tunnelled to `port` in the sandbox through its own pods/portforward
+   * connection (so a resumed sandbox is reached again). With `verify` (default), `not_found`
+   * before resolving when nothing listens on `port`. A tunnel that fails resets only its own
+   * connection and calls `onError`. `signal`, `close()`, and the provider's `suspend`/`destroy`
+   * close the listener and every connection.
+   */
+  forward(port: number, options?: ForwardOptions): Promise<PortForward>;
+}
+
+/** A TCP port a sandbox listens on. */
+export interface ListeningPort {
+  port: number;
+  /** The bound address; `0.0.0.0` or `::` for every address. */
+  address: string;
+  family: "IPv4" | "IPv6";
+  /** Bound to loopback only: reachable by `fetch`/`forward`, not through a Service. */
+  loopbackOnly: boolean;
+}
+
+export interface ForwardOptions {
+  /** Local port to listen on, 1..65535; default: a free one. */
+  localPort?: number;
+  /** Local address to listen on; default `127.0.0.1`. */
+  host?: string;
+  /** Reject with `not_found` when nothing listens on the port; default true. */
+  verify?: boolean;
+  /** Closes the forward when aborted. */
+  signal?: AbortSignal;
+  /** Called with the error of each connection whose tunnel failed (that connection is reset). */
+  onError?: (error: SandboxError) => void;
+}
+
+/** An open `forward`. */
+export interface PortForward {
+  /** The local port. */
+  readonly localPort: number;
+  /** `http://<host>:<localPort>`. */
+  readonly url: string;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Closes the listener and every connection; idempotent. */
+  close(): Promise<void>;
+  /** Resolves once closed (by `close`, the signal, or suspend/destroy). */
+  readonly closed: Promise<void>;
 }
 
 export interface ExecOptions {

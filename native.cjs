@@ -843,4 +843,5 @@ module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
 module.exports.NativeUpload = nativeBinding.NativeUpload
+module.exports.NativeTunnel = nativeBinding.NativeTunnel
 module.exports.errorCodes = nativeBinding.errorCodes

@@ -112,6 +112,13 @@ export declare class NativeProvider {
 
 /** A connected sandbox. */
 export declare class NativeSandbox {
+  /** The TCP ports listening in the sandbox's network. */
+  listeningPorts(cancel: NativeCancel): Promise<Array<NativeListeningPort>>
+  /**
+   * Opens one connection to `port` in the sandbox; bytes from it go to
+   * `onData(1, chunk)`.
+   */
+  openTunnel(portNumber: number, onData: (stream: number, chunk: Buffer) => void): NativeTunnel
   /** Starts `command` in the background; resolves once it runs. */
   spawn(command: string, options: NativeSpawnOptions, cancel: NativeCancel): Promise<NativeProcess>
   /** The process with this id, or null if the sandbox does not know it. */
@@ -173,6 +180,30 @@ export declare class NativeUpload {
   abort(): void
 }
 
+/** One forwarded connection. */
+export declare class NativeTunnel {
+  /**
+   * Sends bytes to the port; settles once the tunnel took them. After the
+   * tunnel ended the bytes are dropped (`wait()` says how it ended).
+   */
+  write(data: Buffer): Promise<void>
+  /** Stops reading from the port until `resume()`. */
+  pause(): void
+  /** Reads from the port again. */
+  resume(): void
+  /**
+   * Closes the connection (the server in the sandbox sees it reset);
+   * idempotent. `wait()` resolves.
+   */
+  close(): void
+  /**
+   * Resolves when the connection ended (the server closed it, or
+   * `close()`) and every chunk reached the callback; rejects with the
+   * tunnel's error. Callable once.
+   */
+  wait(): Promise<void>
+}
+
 /**
  * Every error code the addon can reject with, in the core's order;
  * `js/errors.js` exports them as the `ErrorCode` object.
@@ -228,6 +259,18 @@ export interface NativeFileStat {
   mode: number
   /** `file`, `directory`, `symlink` or `other`. */
   type: string
+}
+
+/** A TCP port the sandbox listens on. */
+export interface NativeListeningPort {
+  /** The port. */
+  port: number
+  /** The bound address (`0.0.0.0` / `::`: every address). */
+  address: string
+  /** `IPv4` or `IPv6`. */
+  family: string
+  /** Bound to loopback only. */
+  loopbackOnly: boolean
 }
 
 /** One chunk of a poll. */

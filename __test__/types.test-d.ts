@@ -124,3 +124,22 @@ function isMissing(err: SandboxError): boolean {
   return err.code === code;
 }
 void isMissing;
+
+// Ports: a dev server awaited, fetched and forwarded.
+async function ports(p: AgentSandboxProvider, c: SandboxActorContext): Promise<number> {
+  const s = await p.connect(c, "id");
+  if (!s) return 0;
+  const open: boolean = (await s.listeningPorts()).some((x) => x.port === 3000 && x.family === "IPv4" && !x.loopbackOnly);
+  const r: Response = await s.fetch(3000, "/health", { method: "POST", body: "{}", signal: AbortSignal.timeout(1000) });
+  const f = await s.forward(3000, { localPort: 8080, host: "::1", verify: false, onError: (e) => void e.code });
+  const n: number = f.connections + f.localPort;
+  const u: string = f.url;
+  await f.close();
+  await f.closed;
+  // @ts-expect-error ports are numbers
+  await s.fetch("3000", "/");
+  // @ts-expect-error verify is a boolean
+  await s.forward(3000, { verify: "yes" });
+  return open && r.ok ? n + u.length : 0;
+}
+void ports;

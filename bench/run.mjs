@@ -1,5 +1,6 @@
 // npm run bench [-- --quick] [-- --only=exec,processes,stream,files,lifecycle]
 // npm run bench -- --scale [--quick] [--compare=<git-rev>]   (bench/scale.mjs)
+// npm run bench -- --ports [--quick]   (bench/ports.mjs)
 //
 // Starts the local control plane if needed, builds what is missing (release
 // addon, floor, chart venv), then measures this package against
@@ -18,6 +19,11 @@ const args = process.argv.slice(2);
 if (args.includes("--scale")) {
   await import("./scale.mjs");
   await new Promise(() => {}); // scale.mjs exits when done
+}
+// --ports: fetch and forward against kubectl port-forward + curl (bench/ports.mjs, issue 20).
+if (args.includes("--ports")) {
+  await import("./ports.mjs");
+  await new Promise(() => {}); // ports.mjs exits when done
 }
 const quick = args.includes("--quick");
 const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");

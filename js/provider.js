@@ -8,6 +8,7 @@
 import { callNative, fromNative } from "./errors.js";
 import { native } from "./native.js";
 import { configError, optionsToJson } from "./options.js";
+import { OpenPorts } from "./ports.js";
 import { wrapSandbox } from "./sandbox.js";
 
 /**
@@ -21,6 +22,8 @@ export function agentSandboxProvider(options) {
   const { json, onEvent } = optionsToJson(options);
   const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
   const provider = construct(json, callback);
+  // Forwards and tunnels by sandbox id, closed by suspend and destroy.
+  const openPorts = new OpenPorts();
   return {
     name: provider.name,
     cwd: provider.cwd,
@@ -28,10 +31,19 @@ export function agentSandboxProvider(options) {
     connect: (c, id) =>
       callNative(async () => {
         const sandbox = await provider.connect(actorId(c), String(id));
-        return sandbox == null ? undefined : wrapSandbox(sandbox);
+        if (sandbox == null) return undefined;
+        return wrapSandbox(sandbox, (thing) => openPorts.add(String(id), thing));
       }),
-    suspend: (c, id) => callNative(async () => void (await provider.suspend(actorId(c), String(id)))),
-    destroy: (c, id) => callNative(async () => void (await provider.destroy(actorId(c), String(id)))),
+    suspend: (c, id) =>
+      callNative(async () => {
+        openPorts.closeAll(String(id));
+        await provider.suspend(actorId(c), String(id));
+      }),
+    destroy: (c, id) =>
+      callNative(async () => {
+        openPorts.closeAll(String(id));
+        await provider.destroy(actorId(c), String(id));
+      }),
     stats: () => provider.stats(),
   };
 }

@@ -5,17 +5,21 @@
 // decoding, and error codes (js/errors.js).
 
 import { invalidRequest } from "./errors.js";
+import { portMethods } from "./ports.js";
 import { processInfo, toBuffer, wrapProcess } from "./process.js";
 import { callOptions, callWithSignal, isSignal, runTask } from "./tasks.js";
 import { transferCalls } from "./transfer.js";
 
 /**
  * @param {any} native a NativeSandbox from the addon
+ * @param {(thing: { close(): void }) => () => void} [track] records forwards and
+ *   tunnels for the provider's suspend/destroy to close; returns what forgets one
  */
-export function wrapSandbox(native) {
+export function wrapSandbox(native, track = () => () => {}) {
   const cwd = native.cwd;
   return {
     cwd,
+    ...portMethods(native, track),
 
     /**
      * Runs `command` with `/bin/sh -c` in the sandbox.

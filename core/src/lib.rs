@@ -33,6 +33,7 @@ pub mod error;
 pub mod exec;
 pub mod files;
 pub mod lifecycle;
+pub mod ports;
 pub mod process;
 pub mod provider;
 pub mod sandbox;

@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
-use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
+use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Tunnel};
 use crate::files::{self, FileStat, RemoveOptions};
+use crate::ports::{self, ListeningPort};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 use crate::transfer::{self, Totals};
 
@@ -256,6 +257,19 @@ impl Sandbox {
     /// See [`files::exists`].
     pub async fn exists(&self, path: &str, call: Call) -> Result<bool> {
         files::exists(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
+    }
+
+    /// See [`ports::listening_ports`].
+    pub async fn listening_ports(&self, call: Call) -> Result<Vec<ListeningPort>> {
+        ports::listening_ports(&self.engine, &self.target, &self.call(call)).await
+    }
+
+    /// Carries one TCP connection to `port` in the sandbox until either side
+    /// ends it; each call opens its own pods/portforward connection, so it
+    /// reaches whatever pod runs the sandbox now. See [`Tunnel`].
+    pub async fn port_forward(&self, port: u16, tunnel: Tunnel) -> Result<()> {
+        self.activity.report(&self.id);
+        self.engine.port_forward(&self.target, port, tunnel).await
     }
 
     /// See [`files::remove`].

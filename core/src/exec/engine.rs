@@ -26,7 +26,7 @@ use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::permits::Permits;
 use super::request::{Call, ExecRequest, ExecResult};
 use super::runs::{RunGuard, Runs};
-use super::runtime::{Release, Runtime, Stdin};
+use super::runtime::{Release, Runtime, Stdin, Tunnel};
 use super::sink::{Collector, Sink, Wrapped};
 use super::status::Completion;
 use super::websocket::PodExecRuntime;
@@ -266,6 +266,12 @@ impl ExecEngine {
             Ok(Stop::Aborted) => Err(aborted()),
             Ok(Stop::TimedOut) => Ok(RunEnd::TimedOut),
         }
+    }
+
+    /// Carries one TCP connection to `port` of `target` (see
+    /// [`Runtime::port_forward`]). Not a command: it takes no exec slot.
+    pub async fn port_forward(&self, target: &ExecTarget, port: u16, tunnel: Tunnel) -> Result<()> {
+        self.inner.runtime.port_forward(target, port, tunnel).await
     }
 
     /// Kills every process tree recorded in the pod that is not a live

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::output::OutputChunk;
@@ -39,6 +39,34 @@ pub trait Runtime: Send + Sync + 'static {
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>>;
+
+    /// Carries one TCP connection to `port` of `target` until either side
+    /// ends it (see [`Tunnel`]). Runtimes without port-forwarding say
+    /// [`ErrorCode::Unsupported`].
+    fn port_forward<'a>(&'a self, target: &'a ExecTarget, port: u16, tunnel: Tunnel) -> BoxFuture<'a, Result<()>> {
+        let _ = (target, tunnel);
+        Box::pin(async move {
+            Err(crate::error::Error::new(
+                crate::error::ErrorCode::Unsupported,
+                format!("this runtime cannot forward port {port}"),
+            ))
+        })
+    }
+}
+
+/// The local side of one forwarded connection.
+#[derive(Debug)]
+pub struct Tunnel {
+    /// Bytes for the port, in order. The pods/portforward WebSocket has no
+    /// half-close: the channel closing does not end the connection.
+    pub input: mpsc::Receiver<Bytes>,
+    /// Bytes from the port (as [`Stream::Stdout`](super::Stream::Stdout)
+    /// chunks); a full channel pauses reading, so backpressure reaches the
+    /// socket.
+    pub output: mpsc::Sender<OutputChunk>,
+    /// `true` pauses reading as a full `output` does, for a consumer whose
+    /// own buffer is full; a paused tunnel is never a stall.
+    pub paused: watch::Receiver<bool>,
 }
 
 /// What a run gets on stdin: `head` at once, then the pieces of `rest` as

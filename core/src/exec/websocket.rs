@@ -54,9 +54,12 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+/// The socket under a session's WebSocket.
+pub(super) type Upgraded = hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>;
+
 use super::output::{OutputChunk, Stream};
 use super::pod_liveness::{PodWatch, PodWatches};
-use super::runtime::{Release, Runtime, Stdin};
+use super::runtime::{Release, Runtime, Stdin, Tunnel};
 use super::status::{decode, Completion};
 use super::ExecTarget;
 use crate::client::informer::Informer;
@@ -138,6 +141,37 @@ impl PodExecRuntime {
         self
     }
 
+    /// Opens the WebSocket of `request` (`what` names it in errors); an API
+    /// server that does not answer the upgrade within two stall times is
+    /// `connection_lost`.
+    pub(super) async fn open(
+        &self,
+        request: http::Request<Vec<u8>>,
+        action: Action<'_>,
+        what: &str,
+    ) -> Result<WebSocketStream<Upgraded>> {
+        let upgrade = self.liveness.stall * 2;
+        let connection = time::timeout(upgrade, self.client.connect(request))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorCode::ConnectionLost,
+                    format!("the API server did not answer the {what} request within {} s", upgrade.as_secs_f32()),
+                )
+            })?
+            .map_err(|e| api_error(e, action))?;
+        // Nothing has been read yet, so re-wrapping the socket loses
+        // nothing; it is the only way to set tungstenite's read size.
+        let socket = connection.into_stream().into_inner();
+        let config = WebSocketConfig::default().read_buffer_size(SOCKET_READ_BYTES);
+        Ok(WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await)
+    }
+
+    /// The ping and stall times of this runtime's sessions.
+    pub(super) fn liveness(&self) -> Liveness {
+        self.liveness
+    }
+
     /// Keeps a released session reading until the server, the connection,
     /// the pod or its budget ends it; over [`MAX_DRAINS`] (or
     /// [`MAX_DRAINS_PER_SANDBOX`] for its pod) it is closed instead.
@@ -198,21 +232,7 @@ impl Runtime for PodExecRuntime {
             // A stalled connection (a pooled one, say) can also swallow the
             // upgrade request; the command may have started, so the engine
             // kills it like any lost exec.
-            let upgrade = self.liveness.stall * 2;
-            let connection = time::timeout(upgrade, self.client.connect(request))
-                .await
-                .map_err(|_| {
-                    Error::new(
-                        ErrorCode::ConnectionLost,
-                        format!("the API server did not answer the exec request within {} s", upgrade.as_secs_f32()),
-                    )
-                })?
-                .map_err(|e| api_error(e, action))?;
-            // Nothing has been read yet, so re-wrapping the socket loses
-            // nothing; it is the only way to set tungstenite's read size.
-            let socket = connection.into_stream().into_inner();
-            let config = WebSocketConfig::default().read_buffer_size(SOCKET_READ_BYTES);
-            let ws = WebSocketStream::from_raw_socket(socket, Role::Client, Some(config)).await;
+            let ws = self.open(request, action, "exec").await?;
             let lost =
                 |reason: String| Error::new(ErrorCode::ConnectionLost, format!("{reason} while the command ran"));
             let driven = tokio::select! {
@@ -236,6 +256,10 @@ impl Runtime for PodExecRuntime {
             }
         }
         .boxed()
+    }
+
+    fn port_forward<'a>(&'a self, target: &'a ExecTarget, port: u16, tunnel: Tunnel) -> BoxFuture<'a, Result<()>> {
+        self.forward(target, port, tunnel).boxed()
     }
 }
 
@@ -317,7 +341,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     loop {
-        let Some(message) = next_frame(frames, stall).await? else { break };
+        let Some(message) = next_frame(frames, stall, "exec").await? else { break };
         let data = match message {
             Message::Binary(data) => data,
             Message::Close(_) => break,
@@ -350,23 +374,26 @@ where
 }
 
 /// The next message, `None` at the end of the stream. Waiting longer than
-/// `stall` is `connection_lost`; the time starts when the caller asks, so a
-/// slow consumer is not a stall. Cancel safe.
-async fn next_frame<S>(frames: &mut SplitStream<WebSocketStream<S>>, stall: Duration) -> Result<Option<Message>>
+/// `stall` is `connection_lost` (`what` names the session); the time starts
+/// when the caller asks, so a slow consumer is not a stall. Cancel safe.
+pub(super) async fn next_frame<S>(
+    frames: &mut SplitStream<WebSocketStream<S>>,
+    stall: Duration,
+    what: &str,
+) -> Result<Option<Message>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     match time::timeout(stall, frames.next()).await {
         Ok(Some(Ok(message))) => Ok(Some(message)),
-        Ok(Some(Err(e))) => Err(Error::new(
-            ErrorCode::ConnectionLost,
-            format!("the exec connection failed before an exit status arrived: {e}"),
-        )),
+        Ok(Some(Err(e))) => {
+            Err(Error::new(ErrorCode::ConnectionLost, format!("the {what} connection failed before it ended: {e}")))
+        }
         Ok(None) => Ok(None),
         Err(_) => Err(Error::new(
             ErrorCode::ConnectionLost,
             format!(
-                "the exec connection stalled: nothing arrived for {} s, not even a reply to a ping",
+                "the {what} connection stalled: nothing arrived for {} s, not even a reply to a ping",
                 stall.as_secs_f32()
             ),
         )),
@@ -399,7 +426,7 @@ where
 }
 
 /// Ticks every `liveness.ping`, the first a full interval from now.
-fn pings(liveness: Liveness) -> time::Interval {
+pub(super) fn pings(liveness: Liveness) -> time::Interval {
     let mut pings = time::interval_at(time::Instant::now() + liveness.ping, liveness.ping);
     pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
     pings
@@ -407,7 +434,7 @@ fn pings(liveness: Liveness) -> time::Interval {
 
 /// Pings on every tick; never returns (after a failed write it just waits:
 /// the reader says how the session ended).
-async fn keep_pinging<S>(sink: &mut SplitSink<WebSocketStream<S>, Message>, mut pings: time::Interval)
+pub(super) async fn keep_pinging<S>(sink: &mut SplitSink<WebSocketStream<S>, Message>, mut pings: time::Interval)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -433,7 +460,7 @@ where
     let Session { mut sink, mut frames } = session;
     let to_end = async {
         let mut budget = DrainBudget::new(time::Instant::now());
-        while let Ok(Some(message)) = next_frame(&mut frames, liveness.stall).await {
+        while let Ok(Some(message)) = next_frame(&mut frames, liveness.stall, "exec").await {
             match message {
                 Message::Binary(data) if data.first() == Some(&3) => break,
                 Message::Close(_) => break,

@@ -3,6 +3,8 @@
 //
 //   - it serves the kubelet exec endpoint (/exec/...) that the API server
 //     proxies pods/exec to, with real exit codes and stdin EOF;
+//   - it serves the kubelet port-forward endpoint (/portForward/...) that
+//     pods/portforward is proxied to;
 //   - it gives every pod its own root filesystem, PID, mount, UTS and IPC
 //     namespaces (a PID-1 "pod init" per pod UID), so files outside volumes
 //     vanish with the pod and every process of a pod dies when it is deleted;
@@ -85,6 +87,9 @@ func main() {
 	exec := &execHandler{pods: pods}
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", exec.serve)
 	mux.HandleFunc("/exec/{ns}/{pod}/{uid}/{container}", exec.serve)
+	pf := &portForwardHandler{pods: pods}
+	mux.HandleFunc("/portForward/{ns}/{pod}", pf.serve)
+	mux.HandleFunc("/portForward/{ns}/{pod}/{uid}", pf.serve)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 
 	srv := &http.Server{

@@ -1,0 +1,244 @@
+// Ports against the real control plane: a server started with spawn in the
+// sandbox (node, which the local pods have from the host's /usr) is found by
+// listeningPorts, fetched by fetch and reached through forward by Node's own
+// HTTP clients; the tunnels are pods/portforward through the API server to
+// the node's kubelet handler (dev/cluster/cmd/nodeexec). The sandbox is the
+// provider's own (agentSandboxProvider), so its destroy closes what is open.
+// Pods share the host's network on the local node: ports are picked per run.
+
+import assert from "node:assert/strict";
+import http from "node:http";
+import { after, before, describe, test } from "node:test";
+import { ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
+import { actorId, kubectl, skip } from "./cluster.mjs";
+import { provider } from "./sandbox-fixture.mjs";
+
+const MiB = 1024 * 1024;
+const BIG = 64 * MiB;
+// A port of this run, and one nothing listens on.
+const PORT = 20000 + (process.pid % 20000);
+const FREE = PORT + 20001;
+
+// /        → "hello <method> <url> host=<host>"
+// /echo    → the request body
+// /big     → BIG bytes, byte i = i % 251
+// /slow    → headers, then nothing until the client goes
+const SERVER = `
+const http = require("node:http");
+const block = Buffer.alloc(1 << 20);
+for (let i = 0; i < block.length; i++) block[i] = i % 251;
+http.createServer((req, res) => {
+  if (req.url === "/echo") return req.pipe(res);
+  if (req.url === "/big") {
+    res.writeHead(200, { "content-length": ${BIG} });
+    let sent = 0;
+    const more = () => {
+      while (sent < ${BIG}) {
+        const n = Math.min(block.length - (sent % block.length), ${BIG} - sent);
+        const ok = res.write(block.subarray(sent % block.length, (sent % block.length) + n));
+        sent += n;
+        if (!ok) return res.once("drain", more);
+      }
+      res.end();
+    };
+    return more();
+  }
+  if (req.url === "/slow") return res.writeHead(200).flushHeaders();
+  res.end("hello " + req.method + " " + req.url + " host=" + req.headers.host);
+}).listen(Number(process.argv[1]), "127.0.0.1");
+`;
+
+describe("ports", { skip, timeout: 600_000 }, () => {
+  const { p } = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
+  const ctx = { actorId: actorId("ports"), client: () => undefined };
+  let id;
+  /** @type {any} */
+  let sandbox;
+
+  before(async () => {
+    id = await p.create(ctx);
+    sandbox = await p.connect(ctx, id);
+    await sandbox.spawn(`exec node -e '${SERVER}' ${PORT}`);
+    // Wait for the server: the call agents use to wait for their dev server.
+    for (let i = 0; !(await sandbox.listeningPorts()).some((x) => x.port === PORT); i++) {
+      assert.ok(i < 600, "the server never listened");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+  after(async () => {
+    if (id) await p.destroy(ctx, id);
+  });
+
+  test("listeningPorts reports the server, bound to loopback", async () => {
+    const found = (await sandbox.listeningPorts()).filter((x) => x.port === PORT);
+    assert.deepEqual(found, [{ port: PORT, address: "127.0.0.1", family: "IPv4", loopbackOnly: true }]);
+  });
+
+  test("fetch: status, exact body, default Host, request body", async () => {
+    const r = await sandbox.fetch(PORT, "/a?b=1");
+    assert.equal(r.status, 200);
+    assert.ok(r instanceof Response);
+    assert.equal(await r.text(), `hello GET /a?b=1 host=localhost:${PORT}`);
+    const own = await sandbox.fetch(PORT, "http://ignored.example/x", { headers: { host: "app.local" } });
+    assert.equal(await own.text(), "hello GET /x host=app.local");
+    const body = Buffer.alloc(3 * MiB + 7, "xyz");
+    const echo = await sandbox.fetch(PORT, "/echo", { method: "POST", body });
+    assert.deepEqual(Buffer.from(await echo.arrayBuffer()), body);
+    const req = await sandbox.fetch(PORT, new Request("http://x/", { method: "DELETE" }));
+    assert.equal(await req.text(), `hello DELETE / host=localhost:${PORT}`);
+  });
+
+  test("fetch streams a 64 MiB body with bounded memory", async () => {
+    global.gc?.();
+    const start = process.memoryUsage().rss;
+    let peak = start;
+    const t0 = performance.now();
+    const r = await sandbox.fetch(PORT, "/big");
+    let n = 0;
+    let wrong = -1;
+    for await (const chunk of r.body) {
+      for (let i = 0; i < chunk.length && wrong < 0; i += 4099) if (chunk[i] !== (n + i) % (1 << 20) % 251) wrong = n + i;
+      n += chunk.length;
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }
+    const ms = performance.now() - t0;
+    console.log(`fetch 64 MiB: ${ms.toFixed(0)} ms, ${(BIG / MiB / (ms / 1000)).toFixed(0)} MiB/s, RSS +${((peak - start) / MiB).toFixed(1)} MiB`);
+    assert.equal(n, BIG);
+    assert.equal(wrong, -1);
+    // Buffered whole, the body alone would add 64 MiB.
+    assert.ok(peak - start < 48 * MiB, `RSS grew ${(peak - start) / MiB} MiB`);
+  });
+
+  test("forward: Node's fetch, then 200 parallel connections through one forward", async () => {
+    const f = await sandbox.forward(PORT);
+    try {
+      assert.match(f.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+      const r = await fetch(`${f.url}/via-forward`);
+      assert.equal(await r.text(), `hello GET /via-forward host=${f.url.slice(7)}`);
+      const get = (i) =>
+        new Promise((resolve, reject) => {
+          http
+            .get(`${f.url}/c${i}`, { agent: false }, (res) => {
+              let text = "";
+              res.setEncoding("utf8").on("data", (d) => (text += d)).on("end", () => resolve(text)).on("error", reject);
+            })
+            .on("error", reject);
+        });
+      const t0 = performance.now();
+      const texts = await Promise.all(Array.from({ length: 200 }, (_, i) => get(i)));
+      console.log(`200 parallel connections through forward: ${(performance.now() - t0).toFixed(0)} ms`);
+      texts.forEach((t, i) => assert.equal(t, `hello GET /c${i} host=${f.url.slice(7)}`));
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("nothing listening: not_found before a forward resolves, and from fetch", async () => {
+    await assert.rejects(sandbox.forward(FREE), { code: ErrorCode.NotFound });
+    await assert.rejects(sandbox.fetch(FREE, "/"), (err) => {
+      assert.equal(err.code, ErrorCode.NotFound);
+      assert.match(err.message, new RegExp(`nothing listens on port ${FREE}`));
+      return true;
+    });
+  });
+
+  test("a failing tunnel resets only its own connection", async () => {
+    const errors = [];
+    const f = await sandbox.forward(FREE, { verify: false, onError: (e) => errors.push(e) });
+    try {
+      await assert.rejects(fetch(f.url));
+      assert.equal(errors[0]?.code, ErrorCode.NotFound);
+      const good = await sandbox.forward(PORT);
+      assert.equal((await fetch(good.url)).status, 200);
+      await good.close();
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("fetch: a signal aborts the exchange and its body", async () => {
+    const c = new AbortController();
+    c.abort();
+    await assert.rejects(sandbox.fetch(PORT, "/", { signal: c.signal }), { code: ErrorCode.Aborted });
+    const c2 = new AbortController();
+    const r = await sandbox.fetch(PORT, "/slow", { signal: c2.signal });
+    const reading = r.text();
+    c2.abort();
+    await assert.rejects(reading, { code: ErrorCode.Aborted });
+  });
+
+  test("every bad argument is invalid_request and opens nothing", async () => {
+    const before = (await sandbox.listeningPorts()).length;
+    for (const port of [0, -1, 65536, 1.5, NaN, "80", null, undefined, {}, 2 ** 53]) {
+      await assert.rejects(sandbox.fetch(port, "/"), { code: ErrorCode.InvalidRequest }, String(port));
+      await assert.rejects(sandbox.forward(port), { code: ErrorCode.InvalidRequest }, String(port));
+    }
+    for (const options of [
+      "x",
+      7,
+      { localPort: 70000 },
+      { localPort: "80" },
+      { host: "" },
+      { host: 1 },
+      { verify: "yes" },
+      { signal: {} },
+      { onError: "f" },
+    ]) {
+      await assert.rejects(sandbox.forward(PORT, options), { code: ErrorCode.InvalidRequest }, JSON.stringify(options));
+    }
+    for (const headers of [{ upgrade: "websocket", connection: "Upgrade" }, { connection: "keep-alive, Upgrade" }]) {
+      await assert.rejects(sandbox.fetch(PORT, "/", { headers }), { code: ErrorCode.InvalidRequest });
+    }
+    await assert.rejects(sandbox.fetch(PORT, "/", { method: "GET", body: "x" }), { code: ErrorCode.InvalidRequest });
+    await assert.rejects(sandbox.fetch(PORT, 42n), { code: ErrorCode.InvalidRequest });
+    assert.equal((await sandbox.listeningPorts()).length, before);
+  });
+
+  test("without pods/portforward: forbidden naming it, nothing listening", async () => {
+    const role = kubectl("get", "role", "sandbox-client-ports", "-o", "json");
+    kubectl("delete", "role", "sandbox-client-ports");
+    try {
+      let err;
+      // The authorizer's cache takes a moment to see the deletion.
+      for (let i = 0; i < 200; i++) {
+        err = await sandbox.fetch(PORT, "/").then(() => undefined, (e) => e);
+        if (err) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(err?.code, ErrorCode.Forbidden);
+      assert.match(err.message, /pods\/portforward/);
+      const errors = [];
+      const f = await sandbox.forward(PORT, { onError: (e) => errors.push(e) });
+      await assert.rejects(fetch(f.url));
+      assert.equal(errors[0]?.code, ErrorCode.Forbidden);
+      await f.close();
+    } finally {
+      const { metadata, ...rest } = JSON.parse(role);
+      const file = `/tmp/ports-role-${process.pid}.json`;
+      (await import("node:fs")).writeFileSync(file, JSON.stringify({ ...rest, metadata: { name: metadata.name } }));
+      kubectl("apply", "-f", file);
+    }
+  });
+
+  test("destroy through the provider closes open forwards and exchanges", async () => {
+    // Runs last: it destroys the suite's sandbox.
+    const f = await sandbox.forward(PORT);
+    const slow = await sandbox.fetch(PORT, "/slow");
+    const reading = slow.text();
+    reading.catch(() => {}); // asserted below, after the destroy
+    const held = http.get(`${f.url}/slow`);
+    const heldClosed = new Promise((r) => held.once("close", r));
+    held.on("error", () => {}); // reset by the close below: what the test waits for
+    /** @type {http.IncomingMessage} */
+    const res = await new Promise((r) => held.once("response", r));
+    res.on("error", () => {});
+    res.resume();
+    await p.destroy(ctx, id);
+    id = undefined;
+    await f.closed;
+    await heldClosed;
+    assert.equal(f.connections, 0);
+    await assert.rejects(reading, { code: ErrorCode.ConnectionLost });
+    await assert.rejects(fetch(f.url));
+  });
+});

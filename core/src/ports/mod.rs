@@ -1,0 +1,149 @@
+//! Ports of a sandbox: what listens ([`listening_ports`], read from the
+//! kernel's `/proc/net/tcp{,6}` so the image needs no tool), and the checks
+//! of a port argument. Forwarding itself is the exec runtime's
+//! ([`crate::exec::Runtime::port_forward`]): it shares the WebSocket session.
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::exec::wrapper::script_argv;
+use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
+
+/// Prints `/proc/net/tcp` then `/proc/net/tcp6` (when IPv6 is on).
+const LISTENING: &str = in_pod_script!("ports/sh/listening.sh");
+
+/// Most bytes of socket tables read: 150 bytes a socket, so about 100 000
+/// sockets. A sandbox that opens more gets `too_large`, not host memory.
+const MAX_TABLE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A TCP port a sandbox listens on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListeningPort {
+    /// The port.
+    pub port: u16,
+    /// The address it is bound to (`0.0.0.0` or `::` for every address).
+    pub address: String,
+    /// `IPv4` or `IPv6`.
+    pub family: &'static str,
+    /// Bound to a loopback address only: reachable through port-forward
+    /// (which connects to localhost) but not through a Service.
+    pub loopback_only: bool,
+}
+
+/// A port argument: a whole number in 1..=65535, else `invalid_request`.
+pub fn port(name: &str, value: f64) -> Result<u16> {
+    if value.fract() == 0.0 && (1.0..=65535.0).contains(&value) {
+        Ok(value as u16)
+    } else {
+        Err(Error::invalid_request(format!("{name} must be a whole number from 1 to 65535, got {value}")))
+    }
+}
+
+/// The listening TCP sockets in `target`'s network, by port then address.
+pub async fn listening_ports(engine: &ExecEngine, target: &ExecTarget, call: &Call) -> Result<Vec<ListeningPort>> {
+    let mut table = Vec::new();
+    let (ended, stderr) = engine
+        .run_script(target, call, script_argv(LISTENING, []), None, |data| {
+            if table.len() + data.len() > MAX_TABLE_BYTES {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the sandbox's TCP socket tables exceed {MAX_TABLE_BYTES} bytes"),
+                ));
+            }
+            table.extend_from_slice(&data);
+            Ok(())
+        })
+        .await?;
+    match ended {
+        Completion::Exited(0) => Ok(parse_tables(&String::from_utf8_lossy(&table))),
+        ended => script_status(ended, "reading /proc/net/tcp", stderr).and_then(|code| {
+            Err(Error::new(ErrorCode::Unsupported, format!("the sandbox cannot read /proc/net/tcp (exit {code})")))
+        }),
+    }
+}
+
+/// The LISTEN rows (state `0A`) of `/proc/net/tcp` and `tcp6` text; rows
+/// that do not parse are skipped (the header, and anything forged).
+fn parse_tables(text: &str) -> Vec<ListeningPort> {
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(_slot), Some(local), Some(_remote), Some("0A")) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if let Some(port) = parse_local(local) {
+            found.insert(port);
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// `ADDR:PORT` in the kernel's hex: the address as 32-bit words printed as
+/// numbers of the kernel's byte order (one word for IPv4, four for IPv6;
+/// little endian on the x86-64 and arm64 nodes Kubernetes runs on), the port
+/// as a number.
+fn parse_local(local: &str) -> Option<ListeningPort> {
+    let (addr, port) = local.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok().filter(|p| *p != 0)?;
+    if addr.len() % 8 != 0 {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(16);
+    for i in (0..addr.len()).step_by(8) {
+        bytes.extend(u32::from_str_radix(addr.get(i..i + 8)?, 16).ok()?.to_le_bytes());
+    }
+    let (address, family, loopback_only) = match <[u8; 4]>::try_from(bytes.as_slice()) {
+        Ok(v4) => {
+            let ip = Ipv4Addr::from(v4);
+            (ip.to_string(), "IPv4", ip.is_loopback())
+        }
+        Err(_) => {
+            let ip = Ipv6Addr::from(<[u8; 16]>::try_from(bytes.as_slice()).ok()?);
+            let loopback = ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback());
+            (ip.to_string(), "IPv6", loopback)
+        }
+    };
+    Some(ListeningPort { port, address, family, loopback_only })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_rows_parse_and_others_are_skipped() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+            0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 1\n\
+            1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 2 1\n\
+            2: 0100007F:1F90 0100007F:9C40 01 00000000:00000000 00:00000000 00000000 0 0 3 1\n\
+            3: ZZZZZZZZ:0050 00000000:0000 0A\n\
+            4: 0100007F:0000 00000000:0000 0A\n\
+            0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 0\n\
+            1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 0\n\
+            2: 0000000000000000FFFF00000100007F:0BB9 00000000000000000000000000000000:0000 0A 0\n";
+        let got: Vec<_> =
+            parse_tables(text).into_iter().map(|p| (p.port, p.address, p.family, p.loopback_only)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (80, "0.0.0.0".to_owned(), "IPv4", false),
+                (80, "::".to_owned(), "IPv6", false),
+                (3000, "::1".to_owned(), "IPv6", true),
+                (3001, "::ffff:127.0.0.1".to_owned(), "IPv6", true),
+                (8080, "127.0.0.1".to_owned(), "IPv4", true),
+            ]
+        );
+    }
+
+    #[test]
+    fn ports_are_whole_numbers_from_1_to_65535() {
+        assert_eq!(port("port", 1.0).unwrap(), 1);
+        assert_eq!(port("port", 65535.0).unwrap(), 65535);
+        for bad in [0.0, -1.0, 65536.0, 1.5, f64::NAN, f64::INFINITY] {
+            assert_eq!(port("port", bad).unwrap_err().code, ErrorCode::InvalidRequest, "{bad}");
+        }
+    }
+}

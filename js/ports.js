@@ -1,0 +1,293 @@
+// The ports of a sandbox: `listeningPorts`, `forward` (a local listener whose
+// every connection is its own tunnel) and `fetch` (one HTTP exchange over a
+// tunnel, as a WHATWG Response). The tunnel (pods/portforward) is the
+// addon's NativeTunnel; what napi cannot do lives here: Node's listener, its
+// HTTP client over the tunnel as a socket, and web streams.
+
+import http from "node:http";
+import net from "node:net";
+import { Duplex, Readable } from "node:stream";
+
+import { abortError, fromNative, invalidRequest, withCode } from "./errors.js";
+import { callOptions, callWithSignal, isSignal } from "./tasks.js";
+
+/**
+ * Things open to one sandbox (forwards, tunnels) that the provider's
+ * suspend/destroy closes: a Set per sandbox id, dropped when empty.
+ */
+export class OpenPorts {
+  /** @type {Map<string, Set<{ close(): void }>>} */
+  #byId = new Map();
+
+  /** Records `thing` under `id`; returns what forgets it. */
+  add(id, thing) {
+    let set = this.#byId.get(id);
+    if (!set) this.#byId.set(id, (set = new Set()));
+    set.add(thing);
+    return () => {
+      set.delete(thing);
+      if (set.size === 0 && this.#byId.get(id) === set) this.#byId.delete(id);
+    };
+  }
+
+  /** Closes everything open to `id`. */
+  closeAll(id) {
+    const set = this.#byId.get(id);
+    this.#byId.delete(id);
+    for (const thing of set ?? []) thing.close();
+  }
+}
+
+/** `port` as a number in 1..65535, else `invalid_request`. */
+function checkPort(port, name = "port") {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw invalidRequest(`${name} must be an integer from 1 to 65535, got ${String(port)}; nothing was opened`);
+  }
+  return port;
+}
+
+/**
+ * One connection to a port in the sandbox as a Node Duplex: bytes from the
+ * port are pushed as they arrive, and the tunnel pauses while the reader's
+ * buffer is full; writes settle once the tunnel took them. The server
+ * closing the connection is the end of the readable side; a tunnel that
+ * fails destroys the socket with the tunnel's error (`not_found` when
+ * nothing listens). The WebSocket has no half-close, so ending the writable
+ * side sends nothing.
+ */
+class TunnelSocket extends Duplex {
+  /** @param {any} native @param {number} port @param {(socket: TunnelSocket) => () => void} track */
+  constructor(native, port, track) {
+    super({ allowHalfOpen: false });
+    this.handle = native.openTunnel(port, (/** @type {number} */ _stream, /** @type {Buffer} */ chunk) => {
+      if (!this.destroyed && !this.push(chunk)) this.handle.pause();
+    });
+    this.untrack = track(this);
+    this.handle.wait().then(
+      () => this.push(null),
+      (/** @type {unknown} */ err) => this.destroy(/** @type {Error} */ (fromNative(err))),
+    );
+  }
+
+  _read() {
+    this.handle.resume();
+  }
+
+  _write(chunk, _encoding, callback) {
+    this.handle.write(chunk).then(() => callback(), callback);
+  }
+
+  _final(callback) {
+    callback();
+  }
+
+  _destroy(err, callback) {
+    this.handle.close();
+    this.untrack();
+    callback(err);
+  }
+
+  close() {
+    this.destroy(withCode(new Error("the sandbox was suspended or destroyed"), "connection_lost"));
+  }
+
+  // What Node's HTTP client asks of a socket.
+  setNoDelay() {}
+  setKeepAlive() {}
+  setTimeout() {}
+  ref() {}
+  unref() {}
+}
+
+/**
+ * @param {any} native a NativeSandbox
+ * @param {(thing: { close(): void }) => () => void} track records what suspend/destroy closes
+ */
+export function portMethods(native, track) {
+  const listeningPorts = async (options) => {
+    const list = await callWithSignal(options, "listeningPorts", (cancel) => native.listeningPorts(cancel));
+    return list.map((p) => ({ port: p.port, address: p.address, family: p.family, loopbackOnly: p.loopbackOnly }));
+  };
+
+  return {
+    /** TCP ports listening in the sandbox: [{ port, address, family, loopbackOnly }]. */
+    listeningPorts,
+
+    /**
+     * A local listener (default 127.0.0.1, a free port) whose every
+     * connection is tunnelled to `port` in the sandbox.
+     */
+    async forward(port, options) {
+      checkPort(port);
+      const o = callOptions(options, "forward");
+      const { localPort = 0, host = "127.0.0.1", verify = true, signal, onError } = o;
+      if (localPort !== 0) checkPort(localPort, "localPort");
+      if (typeof host !== "string" || host === "") throw invalidRequest("host must be a non-empty string");
+      if (typeof verify !== "boolean") throw invalidRequest("verify must be a boolean");
+      if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
+      if (onError != null && typeof onError !== "function") throw invalidRequest("onError must be a function");
+      if (signal?.aborted) throw abortError();
+      if (verify && !(await listeningPorts({ signal })).some((p) => p.port === port)) {
+        throw withCode(new Error(`nothing listens on port ${port} in the sandbox; nothing was opened`), "not_found");
+      }
+      if (signal?.aborted) throw abortError();
+      return openForward(native, port, { localPort, host, signal, onError }, track);
+    },
+
+    /**
+     * One HTTP/1.1 exchange with `port` in the sandbox, as a WHATWG
+     * Response whose body streams with backpressure.
+     */
+    async fetch(port, input, init) {
+      checkPort(port);
+      return fetchThrough(native, port, input, init, track);
+    },
+  };
+}
+
+/** The listener of `forward`. */
+async function openForward(native, port, { localPort, host, signal, onError }, track) {
+  /** @type {Set<TunnelSocket>} */
+  const tunnels = new Set();
+  /** @type {Set<net.Socket>} */
+  const sockets = new Set();
+  const server = net.createServer((socket) => {
+    const tunnel = new TunnelSocket(native, port, (t) => {
+      tunnels.add(t);
+      return () => tunnels.delete(t);
+    });
+    sockets.add(socket);
+    socket.pipe(tunnel).pipe(socket);
+    socket.on("error", () => tunnel.destroy());
+    socket.on("close", () => {
+      sockets.delete(socket);
+      tunnel.destroy();
+    });
+    // Only this connection fails: reset it, tell the caller, keep listening.
+    tunnel.on("error", (err) => {
+      socket.resetAndDestroy();
+      if (onError) {
+        try {
+          onError(err);
+        } catch (e) {
+          process.emitWarning(`agent-sandbox-provider: forward's onError threw: ${/** @type {any} */ (e)?.stack ?? e}`);
+        }
+      }
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once("error", (/** @type {any} */ err) =>
+      reject(withCode(new Error(`cannot listen on ${host}:${localPort}: ${err.message}`), "invalid_request")),
+    );
+    server.listen(localPort, host, () => resolve(undefined));
+  });
+  let resolveClosed = () => {};
+  const closed = new Promise((resolve) => (resolveClosed = () => resolve(undefined)));
+  let untrack = () => {};
+  const close = () => {
+    untrack();
+    signal?.removeEventListener("abort", close);
+    server.close(() => resolveClosed());
+    for (const t of tunnels) t.destroy();
+    for (const s of sockets) s.destroy();
+    return closed;
+  };
+  const forward = {
+    localPort: /** @type {net.AddressInfo} */ (server.address()).port,
+    url: "",
+    get connections() {
+      return sockets.size;
+    },
+    close,
+    closed,
+  };
+  forward.url = `http://${host.includes(":") ? `[${host}]` : host}:${forward.localPort}`;
+  untrack = track(forward);
+  signal?.addEventListener("abort", close, { once: true });
+  return forward;
+}
+
+const NULL_BODY = new Set([101, 204, 205, 304]);
+
+/** `fetch`: the request through Node's HTTP client over one tunnel. */
+async function fetchThrough(native, port, input, init, track) {
+  /** @type {Request} */
+  let request;
+  try {
+    const base = `http://localhost:${port}`;
+    request = new Request(typeof input === "string" ? new URL(input, base) : input, init);
+  } catch (err) {
+    throw withCode(new TypeError(`fetch: ${/** @type {any} */ (err)?.message}`), "invalid_request");
+  }
+  const headers = new Headers(request.headers);
+  if (headers.has("upgrade") || /\bupgrade\b/i.test(headers.get("connection") ?? "") || request.method === "CONNECT") {
+    throw invalidRequest("fetch does not carry upgrades (WebSocket, CONNECT): use forward; nothing was sent");
+  }
+  const signal = request.signal;
+  if (signal.aborted) throw abortError();
+  if (!headers.has("host")) headers.set("host", `localhost:${port}`);
+  const url = new URL(request.url);
+  return new Promise((resolve, reject) => {
+    /** @type {TunnelSocket | undefined} */
+    let socket;
+    /** @type {http.IncomingMessage | undefined} */
+    let response;
+    const req = http.request({
+      method: request.method,
+      path: url.pathname + url.search,
+      headers: Object.fromEntries(headers),
+      // No agent: with createConnection alone Node uses that one socket.
+      createConnection: () => (socket = new TunnelSocket(native, port, track)),
+    });
+    // The body being read fails with the abort (or the tunnel's error), not
+    // with Node's own "aborted" ECONNRESET.
+    const onAbort = () => {
+      response?.destroy(abortError());
+      req.destroy(abortError());
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    req.on("error", (err) => {
+      signal.removeEventListener("abort", onAbort);
+      reject(asFetchError(err, port));
+    });
+    req.on("response", (res) => {
+      response = res;
+      socket?.once("error", (err) => res.destroy(asFetchError(err, port)));
+      res.on("close", () => signal.removeEventListener("abort", onAbort));
+      const out = new Headers();
+      for (let i = 0; i < res.rawHeaders.length; i += 2) {
+        try {
+          out.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
+        } catch {
+          // A header the Fetch standard refuses (a hostile server's) is left out.
+        }
+      }
+      const status = /** @type {number} */ (res.statusCode);
+      const empty = NULL_BODY.has(status) || request.method === "HEAD";
+      if (empty) res.resume();
+      try {
+        resolve(
+          new Response(empty ? null : /** @type {ReadableStream} */ (Readable.toWeb(res)), {
+            status,
+            statusText: res.statusMessage,
+            headers: out,
+          }),
+        );
+      } catch (err) {
+        socket?.destroy();
+        reject(withCode(new Error(`fetch: the server's answer is not a valid response: ${/** @type {any} */ (err)?.message}`), "unavailable"));
+      }
+    });
+    if (request.body) {
+      Readable.fromWeb(/** @type {any} */ (request.body)).on("error", (err) => req.destroy(err)).pipe(req);
+    } else {
+      req.end();
+    }
+  });
+}
+
+/** An error of the HTTP exchange with a `code`: the tunnel's own, or `connection_lost`. */
+function asFetchError(err, port) {
+  if (typeof err?.code === "string" && /^[a-z_]+$/.test(err.code)) return err;
+  return withCode(new Error(`fetch to port ${port} in the sandbox failed: ${err?.message ?? err}`), "connection_lost");
+}

@@ -1,0 +1,155 @@
+//! The ports of a sandbox as JS sees them: `listeningPorts`, and
+//! `NativeTunnel`, one forwarded TCP connection, which `js/ports.js` joins
+//! to a local socket (`forward`) or to an HTTP request (`fetch`).
+//!
+//! Bytes from the port reach JS through the exec output's delivery (the
+//! `(stream, chunk)` callback, stream always 1) with its backpressure; a JS
+//! consumer whose own buffer is full calls `pause()` until it drains. Bytes
+//! to the port go through `write`, which settles once the tunnel took them:
+//! awaiting it is the backpressure the other way.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use sandbox_core::exec::Tunnel;
+use sandbox_core::ports::{port, ListeningPort};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::calls::{promise, NativeCancel};
+use crate::delivery::{deliver, ChunkCallback};
+use crate::errors::{invalid, to_napi};
+use crate::native_sandbox::NativeSandbox;
+
+/// Chunks queued between the tunnel and the JS callback.
+const DELIVERY_DEPTH: usize = 16;
+/// Writes queued towards the port.
+const INPUT_DEPTH: usize = 4;
+
+/// A TCP port the sandbox listens on.
+#[napi(object)]
+pub struct NativeListeningPort {
+    /// The port.
+    pub port: u32,
+    /// The bound address (`0.0.0.0` / `::`: every address).
+    pub address: String,
+    /// `IPv4` or `IPv6`.
+    pub family: String,
+    /// Bound to loopback only.
+    pub loopback_only: bool,
+}
+
+impl From<ListeningPort> for NativeListeningPort {
+    fn from(p: ListeningPort) -> Self {
+        NativeListeningPort {
+            port: u32::from(p.port),
+            address: p.address,
+            family: p.family.to_owned(),
+            loopback_only: p.loopback_only,
+        }
+    }
+}
+
+/// One forwarded connection.
+#[napi]
+pub struct NativeTunnel {
+    input: Mutex<Option<mpsc::Sender<Bytes>>>,
+    paused: watch::Sender<bool>,
+    cancel: CancellationToken,
+    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<()>>>>,
+}
+
+#[napi]
+impl NativeTunnel {
+    /// Sends bytes to the port; settles once the tunnel took them. After the
+    /// tunnel ended the bytes are dropped (`wait()` says how it ended).
+    #[napi]
+    pub async fn write(&self, data: Buffer) -> napi::Result<()> {
+        let input = self.input.lock().expect("tunnel poisoned").clone();
+        if let Some(input) = input {
+            let _ = input.send(Bytes::from_owner(data)).await;
+        }
+        Ok(())
+    }
+
+    /// Stops reading from the port until `resume()`.
+    #[napi]
+    pub fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Reads from the port again.
+    #[napi]
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    /// Closes the connection (the server in the sandbox sees it reset);
+    /// idempotent. `wait()` resolves.
+    #[napi]
+    pub fn close(&self) {
+        self.input.lock().expect("tunnel poisoned").take();
+        self.cancel.cancel();
+    }
+
+    /// Resolves when the connection ended (the server closed it, or
+    /// `close()`) and every chunk reached the callback; rejects with the
+    /// tunnel's error. Callable once.
+    #[napi]
+    pub async fn wait(&self) -> napi::Result<()> {
+        let result = self.result.lock().expect("tunnel poisoned").take();
+        let result = result.ok_or_else(|| invalid("wait() was already called for this tunnel"))?;
+        let result =
+            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the tunnel ended without a result")))?;
+        result.map_err(to_napi)
+    }
+}
+
+#[napi]
+impl NativeSandbox {
+    /// The TCP ports listening in the sandbox's network.
+    #[napi(ts_return_type = "Promise<Array<NativeListeningPort>>")]
+    pub fn listening_ports<'env>(
+        &self,
+        env: &'env Env,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, Vec<NativeListeningPort>>> {
+        let (sandbox, call) = (self.core().clone(), cancel.call());
+        promise(env, async move { Ok(sandbox.listening_ports(call).await?.into_iter().map(Into::into).collect()) })
+    }
+
+    /// Opens one connection to `port` in the sandbox; bytes from it go to
+    /// `onData(1, chunk)`.
+    #[napi]
+    pub fn open_tunnel(
+        &self,
+        port_number: f64,
+        #[napi(ts_arg_type = "(stream: number, chunk: Buffer) => void")] on_data: ChunkCallback,
+    ) -> napi::Result<NativeTunnel> {
+        let port = port("port", port_number).map_err(to_napi)?;
+        let sandbox = self.core().clone();
+        let (input, input_rx) = mpsc::channel(INPUT_DEPTH);
+        let (paused, paused_rx) = watch::channel(false);
+        let cancel = CancellationToken::new();
+        let (done, result) = oneshot::channel();
+        let stop = cancel.clone();
+        spawn(async move {
+            let (output, output_rx) = mpsc::channel(DELIVERY_DEPTH);
+            let tunnel = Tunnel { input: input_rx, output, paused: paused_rx };
+            let forwarded = async {
+                let (result, ()) = tokio::join!(sandbox.port_forward(port, tunnel), deliver(output_rx, on_data));
+                result
+            };
+            let result = tokio::select! {
+                result = forwarded => result,
+                () = stop.cancelled() => Ok(()),
+            };
+            // The handle may have been dropped without wait(): nobody to tell.
+            let _ = done.send(result);
+        });
+        Ok(NativeTunnel { input: Mutex::new(Some(input)), paused, cancel, result: Mutex::new(Some(result)) })
+    }
+}
