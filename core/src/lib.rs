@@ -12,6 +12,8 @@
 //! - [`exec`]: the exec engine behind the [`exec::Runtime`] trait (pods/exec now).
 //! - [`files`]: file operations built on exec.
 //! - [`process`]: background processes on exec.
+//! - [`usage`]: what a sandbox uses (CPU, memory, pids, disk), from its
+//!   cgroup files over exec.
 //! - [`sandbox`]: a connected sandbox (exec and files on one pod).
 //! - [`provider`]: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
@@ -36,6 +38,7 @@ pub mod process;
 pub mod provider;
 pub mod sandbox;
 pub mod trace;
+pub mod usage;
 
 pub use args::Limits;
 pub use error::{Error, ErrorCode, Result};

@@ -18,6 +18,7 @@ use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
+use crate::usage::{self, Usage};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 
 /// A connected sandbox. Cheap to clone.
@@ -198,6 +199,11 @@ impl Sandbox {
     /// See [`files::remove`].
     pub async fn remove(&self, path: &str, options: RemoveOptions, call: Call) -> Result<()> {
         files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
+    }
+
+    /// See [`usage::usage`]; disk figures of the filesystem holding cwd.
+    pub async fn usage(&self, sample: Option<Duration>, call: Call) -> Result<Usage> {
+        usage::usage(&self.engine, &self.target, &self.call(call), &self.cwd, sample).await
     }
 }
 

@@ -9,9 +9,10 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("provider", &["lifecycle", "sandbox", "exec", "client", "config", "error"]),
     ("lifecycle", &["exec", "client", "config", "error"]),
-    ("sandbox", &["process", "files", "exec", "args", "error"]),
+    ("sandbox", &["process", "files", "usage", "exec", "args", "error"]),
     ("process", &["exec", "client", "error"]),
     ("files", &["exec", "args", "error"]),
+    ("usage", &["exec", "error"]),
     ("exec", &["client", "error"]),
     ("client", &["config", "error"]),
     ("config", &["args", "error"]),
