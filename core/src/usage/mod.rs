@@ -12,6 +12,7 @@ use std::time::Duration;
 pub use parse::Source;
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::exec::output::HeadBuffer;
 use crate::exec::wrapper::script_argv;
 use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
 use parse::{cfs_quota, cpu_max, keyed, max_or_number, number, v1_memory_limit, Reading};
@@ -84,7 +85,11 @@ pub async fn usage(
             Ok(())
         })
         .await?;
-    let out = String::from_utf8_lossy(&out);
+    outcome(ended, &String::from_utf8_lossy(&out), stderr)
+}
+
+/// The result of the script's run: how it ended, its output and stderr.
+fn outcome(ended: Completion, out: &str, stderr: HeadBuffer) -> Result<Usage> {
     match ended {
         Completion::Exited(MISSING_TOOL) => Err(Error::new(
             ErrorCode::Unsupported,
@@ -92,7 +97,7 @@ pub async fn usage(
         )),
         ended => {
             script_status(ended, "the usage script", stderr)?;
-            let (source, readings) = parse::parse_output(&out)?;
+            let (source, readings) = parse::parse_output(out)?;
             assemble(source, &readings)
         }
     }
@@ -179,8 +184,7 @@ mod tests {
     use super::*;
 
     fn usage_of(out: &str) -> Result<Usage> {
-        let (source, readings) = parse::parse_output(out)?;
-        assemble(source, &readings)
+        outcome(Completion::Exited(0), out, HeadBuffer::new(0))
     }
 
     /// What `usage.sh` printed in a pod of the local node (v1), sampled.
@@ -221,6 +225,17 @@ mod tests {
         assert_eq!((u.source, u.cpu_seconds, u.cpu_limit_cores, u.cpu_percent), (Source::Cgroup2, 1.5, Some(2.0), None));
         assert_eq!((u.memory_bytes, u.memory_working_set_bytes, u.memory_limit_bytes), (1000, 0, None));
         assert_eq!((u.pids, u.pids_limit, u.disk, u.timestamp_ms), (1, None, None, 2000.0));
+    }
+
+    #[test]
+    fn a_missing_tool_is_unsupported_naming_it() {
+        let e = outcome(Completion::Exited(MISSING_TOOL), "stat\n", HeadBuffer::new(0)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported);
+        assert!(e.message.contains("no `stat`"), "{e}");
+        let mut stderr = HeadBuffer::new(100);
+        stderr.push(b"boom");
+        let e = outcome(Completion::Exited(2), "", stderr).unwrap_err();
+        assert_eq!((e.code, e.message.contains("boom")), (ErrorCode::Internal, true), "{e}");
     }
 
     #[test]
