@@ -76,7 +76,9 @@ pub const MAX_SAMPLE_MS: f64 = 10_000.0;
 pub fn sample_ms(value: Option<f64>) -> Result<Option<Duration>> {
     match value {
         None => Ok(None),
-        Some(ms) if (1.0..=MAX_SAMPLE_MS).contains(&ms) && ms.fract() == 0.0 => Ok(Some(Duration::from_millis(ms as u64))),
+        Some(ms) if (1.0..=MAX_SAMPLE_MS).contains(&ms) && ms.fract() == 0.0 => {
+            Ok(Some(Duration::from_millis(ms as u64)))
+        }
         Some(ms) => Err(Error::invalid_request(format!(
             "sampleMs must be a whole number of milliseconds from 1 to {MAX_SAMPLE_MS}, got {ms}; nothing was run"
         ))),

@@ -18,8 +18,8 @@ use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
 use crate::files::{self, FileStat, RemoveOptions};
-use crate::usage::{self, Usage};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
+use crate::usage::{self, Usage};
 
 /// A connected sandbox. Cheap to clone.
 #[derive(Debug, Clone)]

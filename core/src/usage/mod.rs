@@ -79,7 +79,9 @@ pub async fn usage(
     let (ended, stderr) = engine
         .run_script(target, call, script_argv(USAGE, [cwd.to_owned(), wait]), None, |chunk| {
             if out.len() + chunk.len() > MAX_OUTPUT {
-                return Err(Error::internal(format!("usage: the sandbox printed over {MAX_OUTPUT} bytes of cgroup files")));
+                return Err(Error::internal(format!(
+                    "usage: the sandbox printed over {MAX_OUTPUT} bytes of cgroup files"
+                )));
             }
             out.extend_from_slice(&chunk);
             Ok(())
@@ -120,7 +122,9 @@ fn assemble(source: Source, readings: &[Reading]) -> Result<Usage> {
         })
     };
     let (memory, stat, inactive_key, events) = match source {
-        Source::Cgroup2 => (last.required("memory.current")?, last.required("memory.stat")?, "inactive_file", "memory.events"),
+        Source::Cgroup2 => {
+            (last.required("memory.current")?, last.required("memory.stat")?, "inactive_file", "memory.events")
+        }
         Source::Cgroup1 => (
             last.required("memory.usage_in_bytes")?,
             last.required("memory.stat")?,
@@ -222,7 +226,10 @@ mod tests {
             @/sys/fs/cgroup/memory.stat\nanon 1\ninactive_file 2000\n@/sys/fs/cgroup/memory.events\noom_kill 0\n\
             @/sys/fs/cgroup/pids.current\n1\n@/sys/fs/cgroup/pids.max\nmax\n!disk\n";
         let u = usage_of(v2).unwrap();
-        assert_eq!((u.source, u.cpu_seconds, u.cpu_limit_cores, u.cpu_percent), (Source::Cgroup2, 1.5, Some(2.0), None));
+        assert_eq!(
+            (u.source, u.cpu_seconds, u.cpu_limit_cores, u.cpu_percent),
+            (Source::Cgroup2, 1.5, Some(2.0), None)
+        );
         assert_eq!((u.memory_bytes, u.memory_working_set_bytes, u.memory_limit_bytes), (1000, 0, None));
         assert_eq!((u.pids, u.pids_limit, u.disk, u.timestamp_ms), (1, None, None, 2000.0));
     }

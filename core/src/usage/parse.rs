@@ -182,7 +182,8 @@ fn cores(quota: u64, period: u64) -> Option<f64> {
 /// bytes as `df` counts them (used = total − free).
 pub fn disk(content: &str) -> Result<(u64, u64)> {
     let bad = || malformed("the output of `stat -f` (disk)", content);
-    let n: Vec<u64> = content.split_whitespace().map(|w| number("disk", w)).collect::<Result<_>>().map_err(|_| bad())?;
+    let n: Vec<u64> =
+        content.split_whitespace().map(|w| number("disk", w)).collect::<Result<_>>().map_err(|_| bad())?;
     let [block, blocks, free] = n[..] else { return Err(bad()) };
     let total = blocks.checked_mul(block).ok_or_else(bad)?;
     let used = blocks.checked_sub(free).and_then(|u| u.checked_mul(block)).ok_or_else(bad)?;
