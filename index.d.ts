@@ -209,6 +209,42 @@ export interface TransferTotals {
   bytes: number;
 }
 
+/** Options of `usage`. */
+export interface UsageOptions extends CallOptions {
+  /** Read CPU twice this many ms apart (a whole number from 1 to 10,000) and report `cpuPercent`. */
+  sampleMs?: number;
+}
+
+/** What a sandbox uses (`usage()`). Bytes, seconds and cores; limits are `null` when there is none. */
+export interface SandboxUsage {
+  /** When the files were read, ms since the epoch, by the sandbox's clock. */
+  timestamp: number;
+  /** The cgroup version the numbers come from. */
+  source: "cgroup2" | "cgroup1";
+  /** CPU time used since the container started (v2 `cpu.stat` `usage_usec`, v1 `cpuacct.usage`). */
+  cpuSeconds: number;
+  /** CPU limit in cores (`cpu.max`, v1 `cfs_quota_us / cfs_period_us`). */
+  cpuLimitCores: number | null;
+  /** Only with `sampleMs`: CPU use over the sample in % of `cpuLimitCores`, of one core without a limit (so 200 = two busy cores). */
+  cpuPercent?: number;
+  /** Memory charged to the container, page cache included (`memory.current`, v1 `memory.usage_in_bytes`). */
+  memoryBytes: number;
+  /** `memoryBytes` less inactive file pages: the working set, as the kubelet computes it for eviction and `kubectl top`. */
+  memoryWorkingSetBytes: number;
+  /** Memory limit (`memory.max`, v1 `memory.limit_in_bytes`). */
+  memoryLimitBytes: number | null;
+  /** Processes the kernel's OOM killer ended in the container (`memory.events`, v1 `memory.oom_control` `oom_kill`). */
+  oomKills: number;
+  /** Tasks (processes and threads) now, this call's own included (`pids.current`). */
+  pids: number;
+  /** Pid limit (`pids.max`). */
+  pidsLimit: number | null;
+  /** Bytes used on the filesystem holding `cwd` (as `df` counts them); absent when it cannot be read (cwd gone). */
+  diskBytes?: number;
+  /** Size of the filesystem holding `cwd`; absent with `diskBytes`. */
+  diskTotalBytes?: number;
+}
+
 /** `kubeConfig` as an explicit server and bearer token. */
 export interface KubeServerConfig {
   /** API server URL, e.g. "https://10.0.0.1:6443". */
@@ -389,6 +425,15 @@ export interface Sandbox {
    */
   download(path: string, options: DownloadOptions & { to: string }): Promise<TransferTotals>;
   download(path: string, options?: DownloadOptions): Promise<import("node:stream").Readable>;
+  /**
+   * What the sandbox uses, read in one exec from the container's own cgroup files (cgroup v2, or
+   * v1 where the node runs it; never `/proc/meminfo`, which describes the node) and `stat -f` of
+   * the filesystem holding `cwd`. Counters are cumulative; pass `sampleMs` for `cpuPercent`.
+   * Rejects with `invalid_request` for a bad `sampleMs` (nothing run), `unsupported` when the image
+   * lacks `cat`, `date`, `stat` or `sleep`, or the runtime shows no cgroup file the result needs
+   * (the message names it), `internal` naming a file that holds what no kernel writes.
+   */
+  usage(options?: UsageOptions): Promise<SandboxUsage>;
   /**
    * Starts `command` with `/bin/sh -c` in the background and resolves once it
    * runs. Its output and exit status are kept in the sandbox, so it outlives

@@ -144,6 +144,11 @@ export declare class NativeSandbox {
   /** Type, size, mode and mtime (symlinks followed). */
   stat(path: string, cancel: NativeCancel): Promise<NativeFileStat>
   /**
+   * What the sandbox uses, from its cgroup files in one exec; with
+   * `sampleMs`, CPU is read twice that far apart for `cpuPercent`.
+   */
+  usage(sampleMs: number | undefined | null, cancel: NativeCancel): Promise<NativeUsage>
+  /**
    * Entry names; bytes that are not UTF-8 become U+FFFD (use
    * `readdirBytes` for exact names).
    */
@@ -354,6 +359,42 @@ export interface NativeTotals {
   directories: number
   /** Bytes of file contents. */
   bytes: number
+/** What the sandbox uses (`usage()`); see `SandboxUsage` in index.d.ts. */
+export interface NativeUsage {
+  /** When the files were read, ms since the epoch (the sandbox's clock). */
+  timestamp: number
+  /** `cgroup2` or `cgroup1`. */
+  source: "cgroup2" | "cgroup1"
+  /** CPU time used since the container started. */
+  cpuSeconds: number
+  /** CPU limit in cores; null: none. */
+  cpuLimitCores: number | null
+  /** % of the CPU limit (of one core without one) over `sampleMs`. */
+  cpuPercent?: number
+  /** Memory charged, page cache included. */
+  memoryBytes: number
+  /** `memoryBytes` less inactive file pages (the kubelet's working set). */
+  memoryWorkingSetBytes: number
+  /** Memory limit; null: none. */
+  memoryLimitBytes: number | null
+  /** Processes the OOM killer ended. */
+  oomKills: number
+  /** Tasks now. */
+  pids: number
+  /** Pid limit; null: none. */
+  pidsLimit: number | null
+  /** Bytes used on the filesystem holding cwd. */
+  diskBytes?: number
+  /** Size of the filesystem holding cwd. */
+  diskTotalBytes?: number
+}
+
+/** What JS needs to know synchronously about a valid configuration. */
+export interface ProviderInfo {
+  /** `provider.name`. */
+  name: string
+  /** `provider.cwd`. */
+  cwd: string
 }
 
 /** Options of every transfer; `js/transfer.js` checks their types. */

@@ -10,7 +10,7 @@ import { openSandbox, scratchDir } from "./sandbox-fixture.mjs";
 
 /** Values that are never a valid string, number, object or function argument. */
 const NOT_STRING = [undefined, null, 0, 1.5, true, 10n, Symbol("s"), [], {}, () => "x", new Uint8Array(1)];
-const BAD_COUNT = [-1, 1.5, NaN, Infinity, -Infinity, 1e300, Number.MAX_VALUE, "10", true, {}, [], 10n];
+const BAD_COUNT = [-1, 1.5, NaN, Infinity, -Infinity, 2 ** 53, 1e300, Number.MAX_VALUE, "10", true, {}, [], 10n];
 const BAD_TIMEOUT = [-1, NaN, Infinity, 1e23, Number.MAX_VALUE, 1e300, "100", true, {}, [], 10n];
 const NOT_OBJECT = [0, "x", true, 10n, Symbol("s"), () => 1];
 

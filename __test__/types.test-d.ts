@@ -114,6 +114,26 @@ async function transfers(p: AgentSandboxProvider, c: SandboxActorContext): Promi
   await s.upload(42, "/w");
 }
 void transfers;
+// usage(): limits are number | null, the sample and disk figures optional.
+async function usage(p: AgentSandboxProvider, c: SandboxActorContext): Promise<number | undefined> {
+  const s = await p.connect(c, "ns/x");
+  if (!s) return undefined;
+  const u = await s.usage({ sampleMs: 1000, signal: AbortSignal.timeout(5000) });
+  const source: "cgroup2" | "cgroup1" = u.source;
+  const limit: number | null = u.memoryLimitBytes;
+  const cores: number | null = u.cpuLimitCores;
+  const pids: number | null = u.pidsLimit;
+  const pct: number | undefined = u.cpuPercent;
+  const disk: number | undefined = u.diskBytes;
+  void source, limit, cores, pids, pct, disk, (await s.usage()).oomKills;
+  // @ts-expect-error a limit may be null
+  const always: number = u.memoryLimitBytes;
+  // @ts-expect-error sampleMs is a number of milliseconds
+  await s.usage({ sampleMs: "1000" });
+  void always;
+  return u.memoryWorkingSetBytes + u.cpuSeconds;
+}
+void usage;
 
 // ErrorCode is both the object of codes by name and their union type.
 function isMissing(err: SandboxError): boolean {

@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only=exec,processes,stream,files,lifecycle]
+// npm run bench [-- --quick] [-- --only=exec,processes,ranges,usage,stream,files,lifecycle]
 // npm run bench -- --scale [--quick] [--compare=<git-rev>]   (bench/scale.mjs)
 // npm run bench -- --ports [--quick]   (bench/ports.mjs)
 //
@@ -154,6 +154,11 @@ try {
         await measure(op, op, { n: CFG.procN }, rep, ["package"]);
       }
     }
+    if (want("ranges") && havePackage) {
+      // Package only: a 4 KiB page at the end of 1 GiB vs the whole file, in one worker.
+      await measure("read-range", "read-range", { n: CFG.procN, bytes: 1 << 30, path: "/tmp/bench-range.bin" }, rep, ["package"]);
+    }
+    if (want("usage") && havePackage) await measure("usage", "usage", { n: CFG.procN }, rep, ["package"]);
     for (const b of CFG.streams) await measure(`stream-${b}`, "stream", { bytes: b }, rep);
     for (const b of CFG.files) {
       // The alternatives write the same path in turn; reads see the last write (same size).

@@ -44,6 +44,20 @@ async function main() {
       const m = await measured(() => alt.readFile(params.path), helper);
       return checked(m, m.result.length);
     }
+    case "read-range": {
+      // Sparse: what is measured is the transfer, not the disk.
+      await alt.exec(`truncate -s ${params.bytes} ${params.path}`);
+      const range = await sequential(params.n, async () => {
+        const page = await alt.readRange(params.path, params.bytes - 4096, 4096);
+        if (page.length !== 4096) throw new Error(`ranged read: ${page.length} bytes`);
+      });
+      const whole = await measured(() => alt.readFile(params.path), helper);
+      checked(whole, whole.result.length);
+      await alt.exec(`rm -f ${params.path}`);
+      return { ...range, wholeMs: whole.ms, wholeCpuMs: whole.cpuMs };
+    }
+    case "usage":
+      return sequential(params.n, () => alt.usage());
     default:
       throw new Error(`unknown op ${op}`);
   }

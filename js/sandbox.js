@@ -141,6 +141,16 @@ export function wrapSandbox(native, track = () => () => {}) {
       return callWithSignal(options, "exists", (cancel) => native.exists(path, cancel));
     },
 
+    /**
+     * What the sandbox uses, from its cgroup files in one exec: CPU seconds, memory (and working set),
+     * OOM kills, pids, limits (null: none), disk of the filesystem holding cwd. `sampleMs` (1..10000)
+     * reads CPU twice that far apart for `cpuPercent`.
+     */
+    async usage(options) {
+      const { sampleMs } = callOptions(options, "usage");
+      return callWithSignal(options, "usage", (cancel) => native.usage(sampleMs ?? undefined, cancel));
+    },
+
     /** `fs.rm`: `{ recursive, force }`. */
     async remove(path, options) {
       const { recursive, force } = callOptions(options, "remove");

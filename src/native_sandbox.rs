@@ -12,12 +12,13 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{spawn, Buffer, Either, Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::{byte_count, byte_range, timeout_ms};
+use sandbox_core::args::{byte_count, byte_range, sample_ms as sample, timeout_ms};
 use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
+use sandbox_core::usage::Usage;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -97,6 +98,38 @@ pub struct NativeFileStat {
     /// `file`, `directory`, `symlink` or `other`.
     #[napi(js_name = "type")]
     pub kind: String,
+}
+
+/// What the sandbox uses (`usage()`); see `SandboxUsage` in index.d.ts.
+#[napi(object)]
+pub struct NativeUsage {
+    /// When the files were read, ms since the epoch (the sandbox's clock).
+    pub timestamp: f64,
+    /// `cgroup2` or `cgroup1`.
+    #[napi(ts_type = "\"cgroup2\" | \"cgroup1\"")]
+    pub source: String,
+    /// CPU time used since the container started.
+    pub cpu_seconds: f64,
+    /// CPU limit in cores; null: none.
+    pub cpu_limit_cores: Either<f64, Null>,
+    /// % of the CPU limit (of one core without one) over `sampleMs`.
+    pub cpu_percent: Option<f64>,
+    /// Memory charged, page cache included.
+    pub memory_bytes: f64,
+    /// `memoryBytes` less inactive file pages (the kubelet's working set).
+    pub memory_working_set_bytes: f64,
+    /// Memory limit; null: none.
+    pub memory_limit_bytes: Either<f64, Null>,
+    /// Processes the OOM killer ended.
+    pub oom_kills: f64,
+    /// Tasks now.
+    pub pids: f64,
+    /// Pid limit; null: none.
+    pub pids_limit: Either<f64, Null>,
+    /// Bytes used on the filesystem holding cwd.
+    pub disk_bytes: Option<f64>,
+    /// Size of the filesystem holding cwd.
+    pub disk_total_bytes: Option<f64>,
 }
 
 /// A running command.
@@ -248,6 +281,37 @@ impl NativeSandbox {
                 mtime_ms: s.mtime_ms,
                 mode: s.mode,
                 kind: s.kind.to_owned(),
+            })
+        })
+    }
+
+    /// What the sandbox uses, from its cgroup files in one exec; with
+    /// `sampleMs`, CPU is read twice that far apart for `cpuPercent`.
+    #[napi(ts_return_type = "Promise<NativeUsage>")]
+    pub fn usage<'env>(
+        &self,
+        env: &'env Env,
+        sample_ms: Option<f64>,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeUsage>> {
+        let (sandbox, call) = (self.inner.clone(), cancel.call());
+        promise(env, async move {
+            let u: Usage = sandbox.usage(sample(sample_ms)?, call).await?;
+            let nullable = |v: Option<f64>| v.map_or(Either::B(Null), Either::A);
+            Ok(NativeUsage {
+                timestamp: u.timestamp_ms,
+                source: u.source.as_str().to_owned(),
+                cpu_seconds: u.cpu_seconds,
+                cpu_limit_cores: nullable(u.cpu_limit_cores),
+                cpu_percent: u.cpu_percent,
+                memory_bytes: u.memory_bytes as f64,
+                memory_working_set_bytes: u.memory_working_set_bytes as f64,
+                memory_limit_bytes: nullable(u.memory_limit_bytes.map(|b| b as f64)),
+                oom_kills: u.oom_kills as f64,
+                pids: u.pids as f64,
+                pids_limit: nullable(u.pids_limit.map(|p| p as f64)),
+                disk_bytes: u.disk.map(|(used, _)| used as f64),
+                disk_total_bytes: u.disk.map(|(_, total)| total as f64),
             })
         })
     }

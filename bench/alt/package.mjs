@@ -27,6 +27,8 @@ export async function open(t) {
     },
     writeFile: (path, data) => sb.writeFile(path, data),
     readFile: (path) => sb.readFile(path, { maxBytes: 1 << 30 }),
+    readRange: (path, offset, length) => sb.readFile(path, { offset, length, maxBytes: length }),
+    usage: () => sb.usage(),
     // Package-only operations (background processes).
     execReattach: async (cmd) => ok(await sb.exec(cmd, { cwd: "/", reattach: true })).stdout,
     /** spawn → the first chunk of its output reaches onOutput. */

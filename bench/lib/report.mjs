@@ -23,6 +23,10 @@ export function metricDefs(cfg) {
     { id: "proc.reattach.p50", group: "processes (package only)", label: "exec `true` with reattach, p50", key: "exec-reattach-seq", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "proc.first.p50", group: "processes (package only)", label: "spawn → first output (follow), p50", key: "spawn-first-output", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "proc.polled.p50", group: "processes (package only)", label: "spawn → exit seen by poll, p50", key: "spawn-polled", get: (r) => r.p50, unit: "ms", better: "lower" },
+    { id: "range.p50", group: "ranged read (package only)", label: "4 KiB at the end of a 1 GiB file, p50", key: "read-range", get: (r) => r.p50, unit: "ms", better: "lower" },
+    { id: "range.whole", group: "ranged read (package only)", label: "whole readFile of the same 1 GiB file", key: "read-range", get: (r) => r.wholeMs, unit: "ms", better: "lower" },
+    { id: "usage.p50", group: "usage (package only)", label: "usage(), p50", key: "usage", get: (r) => r.p50, unit: "ms", better: "lower" },
+    { id: "usage.p99", group: "usage (package only)", label: "usage(), p99", key: "usage", get: (r) => r.p99, unit: "ms", better: "lower" },
   ];
   for (const b of cfg.streams) {
     const key = `stream-${b}`;

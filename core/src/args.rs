@@ -68,6 +68,23 @@ pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
     }
 }
 
+/// Longest `usage()` CPU sample, in ms.
+pub const MAX_SAMPLE_MS: f64 = 10_000.0;
+
+/// `usage()`'s `sampleMs`: absent → no sample; otherwise a whole number of
+/// ms in [1, [`MAX_SAMPLE_MS`]].
+pub fn sample_ms(value: Option<f64>) -> Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(ms) if (1.0..=MAX_SAMPLE_MS).contains(&ms) && ms.fract() == 0.0 => {
+            Ok(Some(Duration::from_millis(ms as u64)))
+        }
+        Some(ms) => Err(Error::invalid_request(format!(
+            "sampleMs must be a whole number of milliseconds from 1 to {MAX_SAMPLE_MS}, got {ms}; nothing was run"
+        ))),
+    }
+}
+
 /// What one call may ask of a sandbox: the provider's bounds on what a tool
 /// call (a model's choice) can make the host wait for or hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +136,16 @@ mod tests {
         for bad in [-1.0, MAX_TIMEOUT_MS + 1.0, f64::NAN, f64::INFINITY, -0.5] {
             let e = timeout_ms("timeoutMs", Some(bad)).unwrap_err();
             assert!(e.message.starts_with("timeoutMs must be"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn samples() {
+        assert_eq!(sample_ms(None).unwrap(), None);
+        assert_eq!(sample_ms(Some(1.0)).unwrap(), Some(Duration::from_millis(1)));
+        assert_eq!(sample_ms(Some(MAX_SAMPLE_MS)).unwrap(), Some(Duration::from_secs(10)));
+        for bad in [0.0, -1.0, 1.5, MAX_SAMPLE_MS + 1.0, 1e300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(sample_ms(Some(bad)).unwrap_err().message.starts_with("sampleMs must be"), "{bad}");
         }
     }
 

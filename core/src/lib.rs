@@ -13,6 +13,8 @@
 //! - [`files`]: file operations built on exec.
 //! - [`process`]: background processes on exec.
 //! - [`transfer`]: trees in and out as tar streams, archives checked as hostile.
+//! - [`usage`]: what a sandbox uses (CPU, memory, pids, disk), from its
+//!   cgroup files over exec.
 //! - [`sandbox`]: a connected sandbox (exec and files on one pod).
 //! - [`provider`]: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
@@ -39,6 +41,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod trace;
 pub mod transfer;
+pub mod usage;
 
 pub use args::Limits;
 pub use error::{Error, ErrorCode, Result};

@@ -21,6 +21,7 @@ use crate::files::{self, FileStat, RemoveOptions};
 use crate::ports::{self, ListeningPort};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 use crate::transfer::{self, Totals};
+use crate::usage::{self, Usage};
 
 /// A connected sandbox. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -275,6 +276,11 @@ impl Sandbox {
     /// See [`files::remove`].
     pub async fn remove(&self, path: &str, options: RemoveOptions, call: Call) -> Result<()> {
         files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
+    }
+
+    /// See [`usage::usage`]; disk figures of the filesystem holding cwd.
+    pub async fn usage(&self, sample: Option<Duration>, call: Call) -> Result<Usage> {
+        usage::usage(&self.engine, &self.target, &self.call(call), &self.cwd, sample).await
     }
 }
 

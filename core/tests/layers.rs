@@ -9,11 +9,12 @@ use std::path::Path;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("provider", &["lifecycle", "sandbox", "exec", "client", "config", "error"]),
     ("lifecycle", &["exec", "client", "config", "error"]),
-    ("sandbox", &["transfer", "process", "files", "ports", "exec", "args", "error"]),
+    ("sandbox", &["transfer", "process", "files", "ports", "usage", "exec", "args", "error"]),
     ("transfer", &["files", "exec", "error"]),
     ("process", &["exec", "client", "error"]),
     ("files", &["exec", "args", "error"]),
     ("ports", &["exec", "error"]),
+    ("usage", &["exec", "error"]),
     ("exec", &["client", "error"]),
     ("client", &["config", "error"]),
     ("config", &["args", "error"]),

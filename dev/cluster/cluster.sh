@@ -364,7 +364,8 @@ start_node() {
 	start_kwok
 	start nodeexec "$NODEEXEC_BIN/nodeexec" --kubeconfig="$ADMIN" --listen=127.0.0.1:$P_NODE \
 		--tls-cert-file="$PKI/kubelet.crt" --tls-private-key-file="$PKI/kubelet.key" \
-		--node-name="$NODE" --shared-node="$SCALE_NODE" --state-dir="$STATE/node" --storage-class=local-dev
+		--node-name="$NODE" --shared-node="$SCALE_NODE" --state-dir="$STATE/node" --storage-class=local-dev \
+		--pod-max-pids=4096
 	wait_for nodeexec 30 curl -skf https://127.0.0.1:$P_NODE/healthz
 }
 

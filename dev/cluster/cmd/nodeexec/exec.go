@@ -113,7 +113,7 @@ func (e *podExecutor) ExecInContainer(ctx context.Context, name, uid, container 
 		return err
 	}
 	c := podCommand(p.initPID, spec, cmd)
-	start := func(c *exec.Cmd) error { return startInPod(c, p.initPID) }
+	start := func(c *exec.Cmd) error { return startInPod(c, p.initPID, p.cgroup) }
 	err = attach(ctx, c, start, in, writer(out), writer(errOut))
 	if err == nil {
 		return nil
@@ -176,7 +176,10 @@ func podCommand(initPID int, spec execSpec, cmd []string) *exec.Cmd {
 // command before it kills it; nothing in the pod sees nsenter to continue it,
 // so the killed command stayed a zombie under a stopped nsenter, which
 // nodeexec waited for, holding the exec's connection, forever.
-func startInPod(c *exec.Cmd, initPID int) error {
+//
+// The forking thread first joins the pod's cgroup cg (nil: none), so the
+// process starts in it, as runc starts a process in the container's cgroup.
+func startInPod(c *exec.Cmd, initPID int, cg *podCgroup) error {
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", initPID))
 	if err != nil {
 		return fmt.Errorf("pod init %d: %w", initPID, err)
@@ -194,7 +197,17 @@ func startInPod(c *exec.Cmd, initPID int) error {
 			started <- fmt.Errorf("enter the PID namespace of pod init %d: %w", initPID, err)
 			return
 		}
-		started <- c.Start()
+		if err := cg.join(); err != nil {
+			started <- err
+			return
+		}
+		err := c.Start()
+		if left := cg.leave(); left != nil && err == nil {
+			// The process runs (in the pod's cgroup); only this thread is
+			// left in the wrong place.
+			klog.Errorf("%v", left)
+		}
+		started <- err
 	}()
 	return <-started
 }

@@ -301,7 +301,7 @@ func TestPodExecStoppedThenKilledIsReaped(t *testing.T) {
 	out, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, initPID) }, nil, w, nil)
+		done <- attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, initPID, nil) }, nil, w, nil)
 		_ = w.Close()
 	}()
 	first, err := bufio.NewReader(out).ReadString('\n')

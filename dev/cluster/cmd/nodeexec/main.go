@@ -48,6 +48,7 @@ func main() {
 		sharedNode = flag.String("shared-node", "", "a node whose pods are API objects only: their execs share one pod init (optional)")
 		stateDir   = flag.String("state-dir", "", "where pod roots and volumes live (removed by `cluster.sh down`)")
 		storageCls = flag.String("storage-class", "local-dev", "StorageClass whose PVCs this server provisions")
+		podPids    = flag.Int64("pod-max-pids", -1, "pid limit of each pod's cgroup, as the kubelet's podPidsLimit (-1: none)")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -71,7 +72,7 @@ func main() {
 	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
 	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Minute,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + *nodeName }))
-	pods := newPodManager(*stateDir, *nodeName, *sharedNode, client, podFactory, factory)
+	pods := newPodManager(*stateDir, *nodeName, *sharedNode, *podPids, client, podFactory, factory)
 	prov := newProvisioner(client, factory, *storageCls, *stateDir)
 	for _, f := range []informers.SharedInformerFactory{factory, podFactory} {
 		f.Start(ctx.Done())

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -20,6 +21,9 @@ type podSpec struct {
 	// WorkDir is the container's workingDir; created if missing, as container
 	// runtimes do (runc makes the process's cwd).
 	WorkDir string `json:"workDir"`
+	// Cgroups are the pod's cgroup directories on the host by hierarchy name
+	// ("memory", "cpu,cpuacct"), shown at /sys/fs/cgroup/<name> (cgroup.go).
+	Cgroups map[string]string `json:"cgroups"`
 }
 
 // mountSpec bind-mounts Source (a host path) at Target inside the pod.
@@ -83,7 +87,7 @@ func setupRoot(spec podSpec) error {
 		path string
 		mode os.FileMode
 	}{{"usr", 0o755}, {"etc", 0o755}, {"dev", 0o755}, {"proc", 0o555}, {"tmp", 0o777 | os.ModeSticky},
-		{"var/tmp", 0o777 | os.ModeSticky}, {"root", 0o700}, {"run", 0o755}, {"home", 0o755}} {
+		{"var/tmp", 0o777 | os.ModeSticky}, {"root", 0o700}, {"run", 0o755}, {"home", 0o755}, {"sys", 0o555}} {
 		if err := os.MkdirAll(filepath.Join(r, d.path), d.mode); err != nil {
 			return err
 		}
@@ -105,6 +109,9 @@ func setupRoot(spec podSpec) error {
 	}
 	if err := syscall.Mount("proc", filepath.Join(r, "proc"), "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
 		return must(err, "mount /proc")
+	}
+	if err := setupSys(filepath.Join(r, "sys"), spec.Cgroups); err != nil {
+		return err
 	}
 	for _, m := range spec.Mounts {
 		dst := filepath.Join(r, m.Target)
@@ -151,6 +158,40 @@ func setupDev(dev string) error {
 	}
 	if err := syscall.Mount("shm", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
 		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
+}
+
+// setupSys mounts /sys read-only, and at /sys/fs/cgroup a tmpfs with the
+// pod's own cgroup of each hierarchy bound read-only under the hierarchy's
+// name, as runc lays out cgroup v1 for a container that is not privileged:
+// the pod reads its usage and limits, and changes neither. A co-mounted
+// hierarchy ("cpu,cpuacct") also gets a link for each of its controllers.
+func setupSys(sys string, cgroups map[string]string) error {
+	ro := uintptr(syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
+	if err := syscall.Mount("sysfs", sys, "sysfs", ro, ""); err != nil {
+		return fmt.Errorf("mount /sys: %w", err)
+	}
+	fs := filepath.Join(sys, "fs", "cgroup")
+	if err := syscall.Mount("tmpfs", fs, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=755"); err != nil {
+		return fmt.Errorf("mount /sys/fs/cgroup: %w", err)
+	}
+	for name, dir := range cgroups {
+		dst := filepath.Join(fs, name)
+		if err := os.Mkdir(dst, 0o555); err != nil {
+			return err
+		}
+		if err := bind(dir, dst, true); err != nil {
+			return err
+		}
+		if strings.Contains(name, ",") {
+			for _, c := range strings.Split(name, ",") {
+				_ = os.Symlink(name, filepath.Join(fs, c))
+			}
+		}
+	}
+	if err := syscall.Mount("", fs, "", syscall.MS_REMOUNT|ro, "mode=755"); err != nil {
+		return fmt.Errorf("remount /sys/fs/cgroup read-only: %w", err)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ type podSandbox struct {
 	uid     types.UID
 	initPID int
 	dir     string // <state>/pods/<uid>: root/ and emptyDir volumes
+	cgroup  *podCgroup
 	exited  chan struct{}
 }
 
@@ -44,13 +45,19 @@ type podManager struct {
 	pods                 corelisters.PodLister
 	pvcs                 corelisters.PersistentVolumeClaimLister
 	pvs                  corelisters.PersistentVolumeLister
+	// cgroups are the hierarchies pods get a cgroup in (cgroup.go), podPids
+	// the pid limit of each pod (0: none), as the kubelet's podPidsLimit.
+	cgroups []cgroupHierarchy
+	podPids int64
 
 	mu   sync.Mutex
 	live map[types.UID]*podSandbox
 }
 
-func newPodManager(stateDir, nodeName, sharedNode string, client kubernetes.Interface, podFactory, factory informers.SharedInformerFactory) *podManager {
+func newPodManager(stateDir, nodeName, sharedNode string, podPids int64, client kubernetes.Interface, podFactory, factory informers.SharedInformerFactory) *podManager {
 	m := &podManager{
+		cgroups:    hostCgroupHierarchies(),
+		podPids:    podPids,
 		stateDir:   stateDir,
 		nodeName:   nodeName,
 		sharedNode: sharedNode,
@@ -97,7 +104,8 @@ func (m *podManager) startIfRunning(obj any) {
 		return
 	}
 	go func() {
-		if _, err := m.ensure(pod, &pod.Spec.Containers[0]); err != nil {
+		c := &pod.Spec.Containers[0]
+		if _, err := m.ensure(pod, c, limitsFor(c, m.podPids)); err != nil {
 			klog.V(2).Infof("pod %s/%s: early setup: %v", pod.Namespace, pod.Name, err)
 			return
 		}
@@ -155,9 +163,10 @@ func (m *podManager) enter(ns, name, uid, container string) (*podSandbox, execSp
 	var sb *podSandbox
 	switch placement(pod, m.nodeName, m.sharedNode) {
 	case ownPod:
-		sb, err = m.ensure(pod, c)
+		sb, err = m.ensure(pod, c, limitsFor(c, m.podPids))
 	case sharedPod:
-		if sb, err = m.ensure(sharedStandIn(m.sharedNode), &corev1.Container{}); err == nil {
+		// Not a pod: the shared init of many, limited by none of them.
+		if sb, err = m.ensure(sharedStandIn(m.sharedNode), &corev1.Container{}, cgroupLimits{}); err == nil {
 			err = sharedWorkDir(sb, workDir(c))
 		}
 	default:
@@ -240,7 +249,7 @@ func containerEnv(pod *corev1.Pod, c *corev1.Container, home string) []string {
 	return env
 }
 
-func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, error) {
+func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container, limits cgroupLimits) (*podSandbox, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if sb, ok := m.live[pod.UID]; ok {
@@ -251,12 +260,18 @@ func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, 
 	if err != nil {
 		return nil, err
 	}
-	spec, _ := json.Marshal(podSpec{Root: filepath.Join(dir, "root"), Hostname: pod.Name, Mounts: mounts, WorkDir: workDir(c)})
 	if err := os.MkdirAll(filepath.Join(dir, "root"), 0o755); err != nil {
 		return nil, err
 	}
+	cg, err := newPodCgroup(m.cgroups, string(pod.UID), limits)
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := json.Marshal(podSpec{Root: filepath.Join(dir, "root"), Hostname: pod.Name, Mounts: mounts,
+		WorkDir: workDir(c), Cgroups: cg.mounts()})
 	r, w, err := os.Pipe()
 	if err != nil {
+		cg.remove()
 		return nil, err
 	}
 	cmd := exec.Command("/proc/self/exe", podInitArg, string(spec))
@@ -270,17 +285,22 @@ func (m *podManager) ensure(pod *corev1.Pod, c *corev1.Container) (*podSandbox, 
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
+		cg.remove()
 		return nil, fmt.Errorf("start pod init: %w", err)
 	}
+	// The init forks nothing: the pod's other processes are execs, which
+	// join the cgroup themselves (startInPod).
+	joined := cg.addProcess(cmd.Process.Pid)
 	msg := make([]byte, 4096)
 	n, _ := r.Read(msg)
 	_ = r.Close()
-	if string(msg[:n]) != "ok" {
+	if string(msg[:n]) != "ok" || joined != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("pod %s/%s root setup failed: %s", pod.Namespace, pod.Name, msg[:n])
+		cg.remove()
+		return nil, fmt.Errorf("pod %s/%s root setup failed: %s %v", pod.Namespace, pod.Name, msg[:n], joined)
 	}
-	sb := &podSandbox{uid: pod.UID, initPID: cmd.Process.Pid, dir: dir, exited: make(chan struct{})}
+	sb := &podSandbox{uid: pod.UID, initPID: cmd.Process.Pid, dir: dir, cgroup: cg, exited: make(chan struct{})}
 	// Recorded so that `cluster.sh down` can kill pod inits even if nodeexec died.
 	_ = os.WriteFile(filepath.Join(dir, "init.pid"), []byte(fmt.Sprint(sb.initPID)), 0o644)
 	go func() {
@@ -372,7 +392,7 @@ func (m *podManager) pvcPath(ns, name string) (string, error) {
 }
 
 // teardown kills the pod's PID 1 — the kernel then kills every process in
-// the pod's PID namespace — and removes its root.
+// the pod's PID namespace — and removes its root and its cgroup.
 func (m *podManager) teardown(uid types.UID) {
 	m.mu.Lock()
 	sb, ok := m.live[uid]
@@ -383,6 +403,7 @@ func (m *podManager) teardown(uid types.UID) {
 	}
 	_ = syscall.Kill(sb.initPID, syscall.SIGKILL)
 	<-sb.exited
+	sb.cgroup.remove()
 	if err := os.RemoveAll(sb.dir); err != nil {
 		klog.Errorf("remove %s: %v", sb.dir, err)
 	}

@@ -96,7 +96,7 @@ func runInPod(t *testing.T, sec procSecurity, script string) string {
 	var out, errOut bytes.Buffer
 	spec := execSpec{env: []string{"PATH=/usr/bin:/bin"}, workDir: "/", security: sec}
 	c := podCommand(initPID, spec, []string{"sh", "-c", script})
-	err := attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, initPID) }, nil, &out, &errOut)
+	err := attach(context.Background(), c, func(c *exec.Cmd) error { return startInPod(c, initPID, nil) }, nil, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errOut.String())
 	}

@@ -1,0 +1,113 @@
+// usage() against the local control plane, whose node gives each pod its own
+// cgroup v1 (dev/cluster/README.md): the pod spec's limits read back as
+// limits, and memory held, CPU burnt and bytes written to cwd show up. The
+// parsers and the cgroup v2 layout are tested on fixtures in core/src/usage.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { getObject, skip } from "./cluster.mjs";
+import { openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+
+/** A Kubernetes quantity ("2Gi", "512M", "1500m", "2") as a number. */
+function quantity(q) {
+  const m = /^([0-9.]+)(m|k|Ki|M|Mi|G|Gi|T|Ti)?$/.exec(String(q));
+  assert.ok(m, `quantity ${q}`);
+  const unit = { m: 1e-3, k: 1e3, Ki: 2 ** 10, M: 1e6, Mi: 2 ** 20, G: 1e9, Gi: 2 ** 30, T: 1e12, Ti: 2 ** 40 }[m[2]] ?? 1;
+  return Number(m[1]) * unit;
+}
+
+describe("usage", { skip, timeout: 600_000 }, () => {
+  /** @type {Awaited<ReturnType<typeof openSandbox>>} */
+  let box;
+  let sandbox;
+  let dir;
+  before(async () => {
+    box = await openSandbox("usage");
+    sandbox = box.sandbox;
+    dir = await scratchDir(sandbox, "usage");
+  });
+  after(async () => box?.close());
+
+  test("the pod's own cgroup: every field, and the pod spec's limits as limits", async () => {
+    const u = await sandbox.usage();
+    console.log("usage:", JSON.stringify(u));
+    assert.equal(u.source, "cgroup1", "this node runs cgroup v1");
+    for (const k of ["timestamp", "cpuSeconds", "memoryBytes", "memoryWorkingSetBytes", "oomKills", "pids", "diskBytes", "diskTotalBytes"]) {
+      assert.ok(Number.isFinite(u[k]) && u[k] >= 0, `${k}: ${u[k]}`);
+    }
+    assert.ok(!("cpuPercent" in u), "no cpuPercent without sampleMs");
+    assert.ok(u.memoryWorkingSetBytes <= u.memoryBytes);
+    assert.ok(u.pids >= 1 && u.pids < 100, `pids ${u.pids}: this pod's tasks, not the node's`);
+    assert.ok(u.diskBytes <= u.diskTotalBytes);
+    // The limits of the pod's spec (as the API server stored it, LimitRange defaults included).
+    const pod = getObject("pod", (await sh(sandbox, "hostname")).trim());
+    const limits = pod.spec.containers[0].resources?.limits ?? {};
+    assert.equal(u.memoryLimitBytes, limits.memory === undefined ? null : quantity(limits.memory));
+    assert.equal(u.cpuLimitCores, limits.cpu === undefined ? null : quantity(limits.cpu));
+    // The node's pid limit (the kubelet's podPidsLimit; cluster.sh gives nodeexec 4096).
+    assert.equal(u.pidsLimit, 4096);
+    assert.equal(u.oomKills, 0);
+  });
+
+  test("a process holding 200 MB raises memoryBytes and the working set by as much", async () => {
+    const before = await sandbox.usage();
+    // tail keeps a line that never ends: all 200 MB, held while sleep keeps the pipe open.
+    const p = await sandbox.spawn(`{ head -c 200000000 /dev/zero; echo held >&2; exec sleep 600; } | tail`);
+    const held = new AbortController();
+    await p
+      .follow({ onOutput: (c) => Buffer.from(c.data).toString().includes("held") && held.abort(), signal: held.signal })
+      .catch((e) => assert.equal(e.code, "aborted", e.message));
+    const during = await sandbox.usage();
+    await p.kill();
+    const grew = during.memoryBytes - before.memoryBytes;
+    const ws = during.memoryWorkingSetBytes - before.memoryWorkingSetBytes;
+    console.log(`memoryBytes +${grew}, working set +${ws}`);
+    assert.ok(grew >= 190e6, `memoryBytes grew by ${grew}`);
+    assert.ok(ws >= 190e6, `working set grew by ${ws}`);
+  });
+
+  test("2 s of CPU raise cpuSeconds by as much; a busy loop shows in cpuPercent", { timeout: 300_000 }, async () => {
+    const before = await sandbox.usage();
+    // Busy until this shell itself has used 200 ticks (2 s) of CPU: the
+    // same work however loaded the machine is.
+    // (Its own `sh -c`: in an exec, `$$` is the provider's wrapper.)
+    await sh(sandbox, `sh -c 'while :; do read -r s </proc/$$/stat; set -- $s; [ $((\${14}+\${15})) -ge 200 ] && break; done'`);
+    const burnt = (await sandbox.usage()).cpuSeconds - before.cpuSeconds;
+    console.log(`cpuSeconds +${burnt.toFixed(3)}`);
+    assert.ok(burnt >= 1.5, `cpuSeconds grew by ${burnt}`);
+
+    const p = await sandbox.spawn("while :; do :; done");
+    const sampled = await sandbox.usage({ sampleMs: 1000 });
+    await p.kill();
+    console.log(`cpuPercent over 1 s with one busy loop: ${sampled.cpuPercent?.toFixed(1)} (limit ${sampled.cpuLimitCores})`);
+    // However loaded the machine, a busy loop gets some of a second of CPU; a
+    // broken sample reads 0.
+    assert.ok(sampled.cpuPercent > 1, `cpuPercent ${sampled.cpuPercent}`);
+    // At most every core of the machine busy (no CPU limit: % of one core).
+    assert.ok(sampled.cpuPercent <= 100 * (sampled.cpuLimitCores ?? 64) * 1.1, `cpuPercent ${sampled.cpuPercent}`);
+  });
+
+  test("100 MB written to cwd raise diskBytes", async () => {
+    const before = await sandbox.usage();
+    await sh(sandbox, "dd if=/dev/zero of=disk.bin bs=1M count=100 conv=fsync 2>/dev/null", { cwd: dir });
+    const during = await sandbox.usage();
+    await sandbox.remove(`${dir}/disk.bin`);
+    // The filesystem is the node's, shared with whatever else runs there.
+    const grew = during.diskBytes - before.diskBytes;
+    console.log(`diskBytes +${grew} (filesystem of ${during.diskTotalBytes} bytes)`);
+    assert.ok(grew >= 90e6, `diskBytes grew by ${grew}`);
+  });
+
+  test("every bad sampleMs or options is invalid_request before anything runs", async () => {
+    for (const sampleMs of [-1, 0, 1.5, 10_001, 1e9, NaN, Infinity, -Infinity, 2 ** 53, "1000", true, {}, [], 10n]) {
+      await assert.rejects(sandbox.usage({ sampleMs }), (e) => e.code === "invalid_request", `sampleMs ${String(sampleMs)}`);
+    }
+    for (const options of [0, "x", true, 10n]) {
+      await assert.rejects(sandbox.usage(options), (e) => e.code === "invalid_request", `options ${String(options)}`);
+    }
+    const t0 = performance.now();
+    const u = await sandbox.usage({ sampleMs: 1 });
+    console.log(`usage({ sampleMs: 1 }) took ${(performance.now() - t0).toFixed(0)} ms`);
+    assert.equal(typeof u.cpuPercent, "number");
+  });
+});
