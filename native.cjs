@@ -842,6 +842,6 @@ module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
-module.exports.NativeUpload = nativeBinding.NativeUpload
 module.exports.NativeTunnel = nativeBinding.NativeTunnel
+module.exports.NativeUpload = nativeBinding.NativeUpload
 module.exports.errorCodes = nativeBinding.errorCodes

@@ -172,19 +172,6 @@ export declare class NativeSandbox {
   startUpload(dir: string, options: NativeTransferOptions): NativeUpload
 }
 
-/** An upload from a stream being written. */
-export declare class NativeUpload {
-  /**
-   * Queues a chunk of the archive; resolves once it has room. `false`
-   * when the upload already ended (`end()` says how).
-   */
-  write(chunk: Buffer): Promise<boolean>
-  /** Ends the archive and resolves with what was moved. */
-  end(): Promise<NativeTotals>
-  /** Stops the upload and kills the sandbox's `tar`. */
-  abort(): void
-}
-
 /** One forwarded connection. */
 export declare class NativeTunnel {
   /**
@@ -207,6 +194,19 @@ export declare class NativeTunnel {
    * tunnel's error. Callable once.
    */
   wait(): Promise<void>
+}
+
+/** An upload from a stream being written. */
+export declare class NativeUpload {
+  /**
+   * Queues a chunk of the archive; resolves once it has room. `false`
+   * when the upload already ended (`end()` says how).
+   */
+  write(chunk: Buffer): Promise<boolean>
+  /** Ends the archive and resolves with what was moved. */
+  end(): Promise<NativeTotals>
+  /** Stops the upload and kills the sandbox's `tar`. */
+  abort(): void
 }
 
 /**
@@ -359,6 +359,20 @@ export interface NativeTotals {
   directories: number
   /** Bytes of file contents. */
   bytes: number
+}
+
+/** Options of every transfer; `js/transfer.js` checks their types. */
+export interface NativeTransferOptions {
+  /** Archive bytes; default 1 GiB. */
+  maxBytes?: number
+  /** Entries; default 100,000. */
+  maxEntries?: number
+  /** Download: `tar --exclude` patterns. */
+  exclude?: Array<string>
+  /** Upload: replace what `dir` holds (default true). */
+  overwrite?: boolean
+}
+
 /** What the sandbox uses (`usage()`); see `SandboxUsage` in index.d.ts. */
 export interface NativeUsage {
   /** When the files were read, ms since the epoch (the sandbox's clock). */
@@ -387,24 +401,4 @@ export interface NativeUsage {
   diskBytes?: number
   /** Size of the filesystem holding cwd. */
   diskTotalBytes?: number
-}
-
-/** What JS needs to know synchronously about a valid configuration. */
-export interface ProviderInfo {
-  /** `provider.name`. */
-  name: string
-  /** `provider.cwd`. */
-  cwd: string
-}
-
-/** Options of every transfer; `js/transfer.js` checks their types. */
-export interface NativeTransferOptions {
-  /** Archive bytes; default 1 GiB. */
-  maxBytes?: number
-  /** Entries; default 100,000. */
-  maxEntries?: number
-  /** Download: `tar --exclude` patterns. */
-  exclude?: Array<string>
-  /** Upload: replace what `dir` holds (default true). */
-  overwrite?: boolean
 }
