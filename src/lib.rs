@@ -3,7 +3,7 @@
 //!
 //! One module per class it exposes to `js/`: [`native_provider`]
 //! (`NativeProvider`), [`native_sandbox`] (`NativeSandbox`), [`native_process`]
-//! (`NativeProcess`); [`errors`] is the error conversion, `delivery` the
+//! (`NativeProcess`), [`native_terminal`] (`NativeTerminal`); [`errors`] is the error conversion, `delivery` the
 //! output hand-off to JS with backpressure, [`calls`] the abort handle and
 //! promise of file and process calls.
 #![deny(clippy::all)]
@@ -13,3 +13,4 @@ pub mod errors;
 pub mod native_process;
 pub mod native_provider;
 pub mod native_sandbox;
+pub mod native_terminal;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
-use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget};
+use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Terminal, TerminalRequest};
 use crate::files::{self, FileStat, RemoveOptions};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 
@@ -41,6 +41,15 @@ impl Sandbox {
     /// The default working directory.
     pub fn cwd(&self) -> &str {
         &self.cwd
+    }
+
+    /// Starts a terminal (see [`ExecEngine::terminal`]); an empty
+    /// `request.cwd` means [`Sandbox::cwd`]. `invalid_request` for a timeout
+    /// over the provider's [`Limits`].
+    pub async fn terminal(&self, mut request: TerminalRequest) -> Result<Terminal> {
+        self.check_timeout(request.timeout)?;
+        request.cwd = self.command_cwd(&request.cwd);
+        self.engine.terminal(&self.target, request).await
     }
 
     /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With

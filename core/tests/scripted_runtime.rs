@@ -15,7 +15,7 @@ use futures::FutureExt;
 use sandbox_core::exec::trailer::needle;
 use sandbox_core::exec::wrapper::WRAPPER;
 use sandbox_core::exec::{
-    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stream,
+    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream,
 };
 use sandbox_core::{Error, ErrorCode, Result};
 use tokio::sync::{mpsc, Notify};
@@ -65,12 +65,13 @@ impl Runtime for Handle {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         let script = self.0.clone();
         async move {
+            let stdin = stdin.into_bytes()?;
             if argv[2] == kill::KILL {
                 script.kills.lock().unwrap().extend(argv[6..].iter().cloned());
                 script.killed.notify_waiters();

@@ -34,7 +34,7 @@ fn script_url(script: &str) -> usize {
 /// The stdin bytes ahead of the user's for a command run by the wrapper, as
 /// `process::follow` and `process::wait` run theirs.
 fn stdin_prefix(command: &str) -> usize {
-    let spec = CommandSpec { command, cwd: "", env: &[], stdin_len: None };
+    let spec = CommandSpec { command, cwd: "", env: &[], stdin_len: None, terminal: None };
     wrapper::wrapper_argv("0123456789abcdef.1", "0123456789abcdef0123456789abcdef", &spec, None, false)
         .unwrap()
         .stdin_prefix

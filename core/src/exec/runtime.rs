@@ -16,15 +16,69 @@ use tokio_util::sync::CancellationToken;
 use super::output::OutputChunk;
 use super::status::Completion;
 use super::ExecTarget;
-#[cfg(doc)]
-use crate::error::ErrorCode;
-use crate::error::Result;
+use crate::error::{Error, ErrorCode, Result};
+
+/// What a session's stdin gets.
+#[derive(Debug)]
+pub enum Stdin {
+    /// Nothing: the session has no stdin.
+    None,
+    /// These bytes, written while output is read.
+    Bytes(Bytes),
+    /// A terminal: the process runs on a TTY (its stderr merged into
+    /// stdout, as a PTY does) whose size is `size` before anything else is
+    /// sent, then `input` as it comes; a full socket slows `input` down.
+    Terminal {
+        /// The first size.
+        size: TerminalSize,
+        /// Keystrokes and resizes.
+        input: mpsc::Receiver<TerminalInput>,
+    },
+}
+
+impl From<Option<Bytes>> for Stdin {
+    fn from(bytes: Option<Bytes>) -> Self {
+        bytes.map_or(Stdin::None, Stdin::Bytes)
+    }
+}
+
+impl Stdin {
+    /// The bytes of a session without a terminal; a runtime that cannot
+    /// give one fails a terminal with `unsupported`.
+    pub fn into_bytes(self) -> Result<Option<Bytes>> {
+        match self {
+            Stdin::None => Ok(None),
+            Stdin::Bytes(bytes) => Ok(Some(bytes)),
+            Stdin::Terminal { .. } => {
+                Err(Error::new(ErrorCode::Unsupported, "this runtime cannot run a command on a terminal"))
+            }
+        }
+    }
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+/// What a terminal's session sends after its first size.
+#[derive(Debug)]
+pub enum TerminalInput {
+    /// Bytes typed (or pasted) into the terminal.
+    Data(Bytes),
+    /// A new size (the foreground program gets SIGWINCH).
+    Resize(TerminalSize),
+}
 
 /// Runs one process in a target and reports how it ended.
 ///
 /// Output chunks go to `output` in the order they were read; a full channel
-/// pauses reading, so backpressure reaches the socket. `stdin`, when given,
-/// is written while output is read. `Err` with [`ErrorCode::ConnectionLost`]
+/// pauses reading, so backpressure reaches the socket. `stdin` (see
+/// [`Stdin`]) is written while output is read. `Err` with [`ErrorCode::ConnectionLost`]
 /// means the process may still be running; any other `Err` means it never
 /// started. Once `release` is requested the run stops delivering output and
 /// returns [`Completion::Released`].
@@ -34,7 +88,7 @@ pub trait Runtime: Send + Sync + 'static {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>>;

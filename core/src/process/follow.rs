@@ -222,6 +222,7 @@ fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationTok
         timeout: None,
         cancel: cancel.clone(),
         long_lived: true,
+        terminal: None,
     }
 }
 

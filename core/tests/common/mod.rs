@@ -21,7 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stream};
+use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream};
 use sandbox_core::{Error, ErrorCode, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -158,11 +158,12 @@ impl Runtime for LocalRuntime {
         &'a self,
         _target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Bytes>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         async move {
+            let stdin = stdin.into_bytes()?;
             self.runs.fetch_add(1, Ordering::SeqCst);
             let shm = format!("{}/shm", self.tmpdir.display());
             let mut argv: Vec<String> = argv.into_iter().map(|a| a.replace("/dev/shm", &shm)).collect();
