@@ -841,5 +841,6 @@ module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
+module.exports.NativeTerminal = nativeBinding.NativeTerminal
 module.exports.errorCodes = nativeBinding.errorCodes
 module.exports.validateOptions = nativeBinding.validateOptions

@@ -74,7 +74,7 @@ describe("terminals", { skip, timeout: 300_000 }, () => {
     }
     times.sort((x, y) => x - y);
     console.log(`# keystroke echo round trip: median ${times[10].toFixed(1)} ms, max ${times[19].toFixed(1)} ms`);
-    await t.write("\x04"); // Ctrl-D ends cat
+    await t.write("\n\x04"); // Ctrl-D at the start of a line ends cat
     await t.write("exit 7\n");
     assert.deepEqual(await t.wait(), { exitCode: 7, timedOut: false });
     await assert.rejects(t.write("x"), (e) => e.code === "invalid_state");

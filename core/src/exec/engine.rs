@@ -234,7 +234,7 @@ impl ExecEngine {
             wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound, self.audit)?;
         // A terminal's wrapper gets its prefix once it has said it takes it
         // raw (`TerminalStart`), then the caller's input.
-        let (stdin, mut handshake) = match terminal {
+        let (stdin, handshake) = match terminal {
             None => {
                 stdin_prefix.extend_from_slice(stdin.as_deref().unwrap_or_default());
                 (Stdin::Bytes(Bytes::from(stdin_prefix)), None)
@@ -257,7 +257,7 @@ impl ExecEngine {
         };
 
         let release = Release::new();
-        let (mut wrapped, feed) = match handshake.take() {
+        let (mut wrapped, feed) = match handshake {
             None => (Wrapped::new(&run.secret, sink, release.clone(), None), None),
             Some((prefix, input, tx, ready, start)) => {
                 (Wrapped::new(&run.secret, sink, release.clone(), Some(start)), Some(feed(prefix, input, tx, ready)))
@@ -301,7 +301,10 @@ impl ExecEngine {
                 let said = String::from_utf8_lossy(wrapped.start().map_or(&[][..], TerminalStart::held)).into_owned();
                 Err(Error::new(
                     ErrorCode::Unsupported,
-                    format!("the sandbox could not set up a terminal (does its image have stty?): {}", shorten(said.trim())),
+                    format!(
+                        "the sandbox could not set up a terminal (does its image have stty?): {}",
+                        shorten(said.trim())
+                    ),
                 ))
             }
             Err(ended) => self.finish(target, &run.id, &cwd, ended, wrapped.end()).await,

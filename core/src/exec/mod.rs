@@ -39,12 +39,12 @@ pub mod wrapper;
 
 pub use engine::ExecEngine;
 pub(crate) use engine::{aborted, script_status, Command};
-pub use terminal::{Terminal, TerminalExit, TerminalRequest};
 pub use output::{OutputChunk, Stream};
 pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
 pub use runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
+pub use terminal::{Terminal, TerminalExit, TerminalRequest};
 pub use websocket::{Liveness, PodExecRuntime};
 
 /// Where commands run: a container of a pod.

@@ -234,7 +234,8 @@ impl Terminal {
     /// cancelled. Callable once.
     pub async fn wait(&self) -> Result<TerminalExit> {
         let result = self.result.lock().await.take();
-        let result = result.ok_or_else(|| Error::new(ErrorCode::InvalidState, "wait() was already called for this terminal"))?;
+        let result =
+            result.ok_or_else(|| Error::new(ErrorCode::InvalidState, "wait() was already called for this terminal"))?;
         result.await.map_err(|_| Error::internal("the terminal's task ended without a result"))?
     }
 }
