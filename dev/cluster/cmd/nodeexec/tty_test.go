@@ -118,7 +118,7 @@ func TestTTYExecCtrlCInterruptsTheForegroundJob(t *testing.T) {
 	defer srv.Close()
 	s := startTTY(context.Background(), t, srv.URL, clientexec.TerminalSize{Width: 80, Height: 24}, "sh", "-i")
 	_, _ = s.in.Write([]byte("echo started; sleep 100\n"))
-	s.waitFor(t, "the job to start", regexp.MustCompile(`\nstarted\r\n`))
+	s.waitFor(t, "the job to start", regexp.MustCompile(`started\r\n`))
 	_, _ = s.in.Write([]byte{3}) // Ctrl-C
 	_, _ = s.in.Write([]byte("echo after-$?\n"))
 	s.waitFor(t, "the shell to go on after the interrupted job", regexp.MustCompile(`after-130\r\n`))
