@@ -159,6 +159,11 @@ export declare class NativeSandbox {
   exists(path: string, cancel: NativeCancel): Promise<boolean>
   /** Removes a path (`fs.rm` semantics). */
   remove(path: string, recursive: boolean, force: boolean, cancel: NativeCancel): Promise<void>
+  /**
+   * Starts a terminal; resolves once its command runs. `onChunk(1,
+   * chunk)` gets its output (stdout and stderr merged); it must not throw.
+   */
+  terminal(options: NativeTerminalOptions, onChunk: (stream: number, chunk: Buffer) => void, cancel: NativeCancel): Promise<NativeTerminal>
   /** Starts streaming the tree under `path` as a tar archive. */
   startDownload(path: string, options: NativeTransferOptions): NativeDownload
   /** Downloads the tree under `path` into the local directory `to`. */
@@ -172,17 +177,23 @@ export declare class NativeSandbox {
   startUpload(dir: string, options: NativeTransferOptions): NativeUpload
 }
 
-/** An upload from a stream being written. */
-export declare class NativeUpload {
+/** A running terminal. */
+export declare class NativeTerminal {
+  /** Pid of the terminal's session leader in the sandbox. */
+  get pid(): number
+  /** Types bytes into the terminal; resolves once they are on their way. */
+  write(data: Buffer): Promise<void>
+  /** Resizes the terminal. */
+  resize(cols: number, rows: number): Promise<void>
+  /** Sends a signal to the terminal's process tree. */
+  kill(signal: string): Promise<void>
+  /** HUP, then KILL after 2 s; resolves once it has ended. Idempotent. */
+  close(): Promise<void>
   /**
-   * Queues a chunk of the archive; resolves once it has room. `false`
-   * when the upload already ended (`end()` says how).
+   * Resolves how it ended, after its last output chunk reached JS.
+   * Callable once.
    */
-  write(chunk: Buffer): Promise<boolean>
-  /** Ends the archive and resolves with what was moved. */
-  end(): Promise<NativeTotals>
-  /** Stops the upload and kills the sandbox's `tar`. */
-  abort(): void
+  wait(): Promise<NativeTerminalExit>
 }
 
 /** One forwarded connection. */
@@ -207,6 +218,19 @@ export declare class NativeTunnel {
    * tunnel's error. Callable once.
    */
   wait(): Promise<void>
+}
+
+/** An upload from a stream being written. */
+export declare class NativeUpload {
+  /**
+   * Queues a chunk of the archive; resolves once it has room. `false`
+   * when the upload already ended (`end()` says how).
+   */
+  write(chunk: Buffer): Promise<boolean>
+  /** Ends the archive and resolves with what was moved. */
+  end(): Promise<NativeTotals>
+  /** Stops the upload and kills the sandbox's `tar`. */
+  abort(): void
 }
 
 /**
@@ -351,6 +375,30 @@ export interface NativeSpawnOptions {
   maxOutputBytes?: number
 }
 
+/** How a terminal ended. */
+export interface NativeTerminalExit {
+  /** Exit status; null when the timeout killed it. */
+  exitCode?: number
+  /** The timeout fired. */
+  timedOut: boolean
+}
+
+/** Options of `terminal`; `js/terminal.js` fills and checks the JS side. */
+export interface NativeTerminalOptions {
+  /** Shell command line; default: an interactive login shell. */
+  command?: string
+  /** Working directory; default: the sandbox's cwd. */
+  cwd?: string
+  /** Extra environment variables. */
+  env?: Record<string, string>
+  /** Columns, 1..4096; default 80. */
+  cols?: number
+  /** Rows, 1..4096; default 24. */
+  rows?: number
+  /** Kill the terminal after this many ms; 0 or absent: never. */
+  timeoutMs?: number
+}
+
 /** What a transfer moved. */
 export interface NativeTotals {
   /** Files, symlinks and hard links. */
@@ -359,6 +407,20 @@ export interface NativeTotals {
   directories: number
   /** Bytes of file contents. */
   bytes: number
+}
+
+/** Options of every transfer; `js/transfer.js` checks their types. */
+export interface NativeTransferOptions {
+  /** Archive bytes; default 1 GiB. */
+  maxBytes?: number
+  /** Entries; default 100,000. */
+  maxEntries?: number
+  /** Download: `tar --exclude` patterns. */
+  exclude?: Array<string>
+  /** Upload: replace what `dir` holds (default true). */
+  overwrite?: boolean
+}
+
 /** What the sandbox uses (`usage()`); see `SandboxUsage` in index.d.ts. */
 export interface NativeUsage {
   /** When the files were read, ms since the epoch (the sandbox's clock). */
@@ -387,24 +449,4 @@ export interface NativeUsage {
   diskBytes?: number
   /** Size of the filesystem holding cwd. */
   diskTotalBytes?: number
-}
-
-/** What JS needs to know synchronously about a valid configuration. */
-export interface ProviderInfo {
-  /** `provider.name`. */
-  name: string
-  /** `provider.cwd`. */
-  cwd: string
-}
-
-/** Options of every transfer; `js/transfer.js` checks their types. */
-export interface NativeTransferOptions {
-  /** Archive bytes; default 1 GiB. */
-  maxBytes?: number
-  /** Entries; default 100,000. */
-  maxEntries?: number
-  /** Download: `tar --exclude` patterns. */
-  exclude?: Array<string>
-  /** Upload: replace what `dir` holds (default true). */
-  overwrite?: boolean
 }

@@ -109,9 +109,8 @@ fn make_private_dir_takes_a_directory_another_exec_made_first() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let run = |target: &Path| {
-        let script = format!(
-            "{lib}\nmkdir() {{ command mkdir \"$@\"; return 1; }}\nmake_private_dir \"$1\" && echo ok",
-        );
+        let script =
+            format!("{lib}\nmkdir() {{ command mkdir \"$@\"; return 1; }}\nmake_private_dir \"$1\" && echo ok",);
         let out = Command::new("dash").args(["-c", &script, "sh"]).arg(target).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
