@@ -473,6 +473,17 @@ export interface Sandbox {
    * close the listener and every connection.
    */
   forward(port: number, options?: ForwardOptions): Promise<PortForward>;
+  /**
+   * Starts a terminal: a command on a TTY (pods/exec with `tty=true` and the
+   * resize channel) over one connection, and resolves once the command runs,
+   * its size applied. It lives as long as that connection: a cut or stalled
+   * connection rejects `wait()` with `connection_lost` and kills its process
+   * tree; there is no reattaching (use `spawn` for work that must outlive a
+   * connection). Counts against `maxConcurrentExecs` while it runs. Errors:
+   * `invalid_request` (bad options, nothing run), `not_found` (cwd),
+   * `unsupported` (no `stty` in the image), `aborted`, `connection_lost`.
+   */
+  terminal(options: TerminalOptions): Promise<SandboxTerminal>;
 }
 
 /** A TCP port a sandbox listens on. */
@@ -510,6 +521,48 @@ export interface PortForward {
   close(): Promise<void>;
   /** Resolves once closed (by `close`, the signal, or suspend/destroy). */
   readonly closed: Promise<void>;
+}
+
+export interface TerminalOptions {
+  /** Shell command line (`/bin/sh -c`). Default: an interactive login shell, bash when the image has it, else sh. */
+  command?: string;
+  /** Working directory; default the sandbox's cwd. */
+  cwd?: string;
+  /** Extra environment; `TERM` defaults to `xterm-256color`. */
+  env?: Record<string, string | number | boolean | undefined>;
+  /** Initial size, 1..4096 each (default 80 x 24), applied before the program reads its first byte. */
+  cols?: number;
+  rows?: number;
+  /**
+   * Every chunk of output: stdout and stderr merged as a PTY does, CRLF line ends, echoed input.
+   * If it throws, the terminal is closed and `wait()` rejects with what it threw.
+   */
+  onData: (chunk: Uint8Array) => void;
+  /** Kill the terminal's process tree after this long; `wait()` then resolves `{ exitCode: null, timedOut: true }`. 0 or absent: never. */
+  timeoutMs?: number;
+  /** Aborting kills the terminal's process tree; `wait()` rejects `aborted`. */
+  signal?: AbortSignal;
+}
+
+export interface TerminalExit {
+  /** Exit status of the command (128 + n when a signal ended it); null when the timeout killed it. */
+  exitCode: number | null;
+  timedOut: boolean;
+}
+
+export interface SandboxTerminal {
+  /** Pid in the sandbox of the terminal's session leader (the shell running the command), the root of its process tree. */
+  readonly pid: number;
+  /** Types bytes (a string as UTF-8): "\x03" is Ctrl-C, "\x04" Ctrl-D. Resolves once they are on their way; writes keep their order. `invalid_state` after the terminal ended. */
+  write(data: string | Uint8Array): Promise<void>;
+  /** A new size, 1..4096 each (else `invalid_request`); the foreground program gets SIGWINCH. `invalid_state` after the terminal ended. */
+  resize(cols: number, rows: number): Promise<void>;
+  /** Sends a signal (HUP, INT, QUIT, TERM, KILL, USR1, USR2, WINCH, STOP, CONT; default HUP) to every process of the terminal's tree. */
+  kill(signal?: string): Promise<void>;
+  /** HUP to the tree, KILL after 2 s to what is left; resolves once the terminal has ended. Idempotent. */
+  close(): Promise<void>;
+  /** Resolves how the terminal ended; rejects `connection_lost`, `aborted`, or what `onData` threw. */
+  wait(): Promise<TerminalExit>;
 }
 
 export interface ExecOptions {

@@ -842,6 +842,7 @@ module.exports.NativeProcess = nativeBinding.NativeProcess
 module.exports.NativeProcessTask = nativeBinding.NativeProcessTask
 module.exports.NativeProvider = nativeBinding.NativeProvider
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
+module.exports.NativeTerminal = nativeBinding.NativeTerminal
 module.exports.NativeTunnel = nativeBinding.NativeTunnel
 module.exports.NativeUpload = nativeBinding.NativeUpload
 module.exports.errorCodes = nativeBinding.errorCodes

@@ -159,6 +159,11 @@ export declare class NativeSandbox {
   exists(path: string, cancel: NativeCancel): Promise<boolean>
   /** Removes a path (`fs.rm` semantics). */
   remove(path: string, recursive: boolean, force: boolean, cancel: NativeCancel): Promise<void>
+  /**
+   * Starts a terminal; resolves once its command runs. `onChunk(1,
+   * chunk)` gets its output (stdout and stderr merged); it must not throw.
+   */
+  terminal(options: NativeTerminalOptions, onChunk: (stream: number, chunk: Buffer) => void, cancel: NativeCancel): Promise<NativeTerminal>
   /** Starts streaming the tree under `path` as a tar archive. */
   startDownload(path: string, options: NativeTransferOptions): NativeDownload
   /** Downloads the tree under `path` into the local directory `to`. */
@@ -170,6 +175,25 @@ export declare class NativeSandbox {
   upload(sourceDir: string | undefined | null, sourceBytes: Buffer | undefined | null, dir: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
   /** Starts an upload whose archive comes through `write()`. */
   startUpload(dir: string, options: NativeTransferOptions): NativeUpload
+}
+
+/** A running terminal. */
+export declare class NativeTerminal {
+  /** Pid of the terminal's session leader in the sandbox. */
+  get pid(): number
+  /** Types bytes into the terminal; resolves once they are on their way. */
+  write(data: Buffer): Promise<void>
+  /** Resizes the terminal. */
+  resize(cols: number, rows: number): Promise<void>
+  /** Sends a signal to the terminal's process tree. */
+  kill(signal: string): Promise<void>
+  /** HUP, then KILL after 2 s; resolves once it has ended. Idempotent. */
+  close(): Promise<void>
+  /**
+   * Resolves how it ended, after its last output chunk reached JS.
+   * Callable once.
+   */
+  wait(): Promise<NativeTerminalExit>
 }
 
 /** One forwarded connection. */
@@ -349,6 +373,30 @@ export interface NativeSpawnOptions {
   timeoutMs?: number
   /** Bytes kept of each of stdout and stderr; default 32 MiB, at most 64 MiB. */
   maxOutputBytes?: number
+}
+
+/** How a terminal ended. */
+export interface NativeTerminalExit {
+  /** Exit status; null when the timeout killed it. */
+  exitCode?: number
+  /** The timeout fired. */
+  timedOut: boolean
+}
+
+/** Options of `terminal`; `js/terminal.js` fills and checks the JS side. */
+export interface NativeTerminalOptions {
+  /** Shell command line; default: an interactive login shell. */
+  command?: string
+  /** Working directory; default: the sandbox's cwd. */
+  cwd?: string
+  /** Extra environment variables. */
+  env?: Record<string, string>
+  /** Columns, 1..4096; default 80. */
+  cols?: number
+  /** Rows, 1..4096; default 24. */
+  rows?: number
+  /** Kill the terminal after this many ms; 0 or absent: never. */
+  timeoutMs?: number
 }
 
 /** What a transfer moved. */

@@ -11,6 +11,8 @@ import {
   type SandboxError,
   type SandboxEvent,
   type TransferTotals,
+  type SandboxTerminal,
+  type TerminalExit,
 } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 import type {
@@ -134,6 +136,30 @@ async function usage(p: AgentSandboxProvider, c: SandboxActorContext): Promise<n
   return u.memoryWorkingSetBytes + u.cpuSeconds;
 }
 void usage;
+// A terminal: write, resize, kill, close, wait; onData is required.
+async function terminals(p: AgentSandboxProvider, c: SandboxActorContext): Promise<number | null> {
+  const s = await p.connect(c, "ns/x");
+  if (!s) return null;
+  const t: SandboxTerminal = await s.terminal({ cols: 120, rows: 40, onData: (chunk: Uint8Array) => void chunk.byteLength, signal: AbortSignal.timeout(10) });
+  const pid: number = t.pid;
+  await t.write("ls\r");
+  await t.write(new Uint8Array([3]));
+  await t.resize(100, 30);
+  await t.kill();
+  await t.kill("INT");
+  await t.close();
+  const exit: TerminalExit = await t.wait();
+  const code: number | null = exit.exitCode;
+  const timedOut: boolean = exit.timedOut;
+  await s.terminal({ command: "vi", cwd: "/workspace", env: { TERM: "xterm" }, timeoutMs: 1000, onData() {} });
+  // @ts-expect-error onData is required
+  await s.terminal({ cols: 80 });
+  // @ts-expect-error resize takes columns and rows
+  await t.resize(80);
+  void pid, timedOut;
+  return code;
+}
+void terminals;
 
 // ErrorCode is both the object of codes by name and their union type.
 function isMissing(err: SandboxError): boolean {

@@ -8,6 +8,7 @@ import { invalidRequest } from "./errors.js";
 import { portMethods } from "./ports.js";
 import { processInfo, toBuffer, wrapProcess } from "./process.js";
 import { callOptions, callWithSignal, isSignal, runTask } from "./tasks.js";
+import { openTerminal } from "./terminal.js";
 import { transferCalls } from "./transfer.js";
 
 /**
@@ -61,6 +62,16 @@ export function wrapSandbox(native, track = () => () => {}) {
         stderr: decode(r.stderr),
         truncated: r.truncated,
       };
+    },
+
+    /**
+     * Starts a terminal (a TTY over one exec connection) and resolves once its command runs:
+     * { pid, write, resize, kill, close, wait }. Default command: an interactive login shell.
+     * @param {any} options anything from a caller; checked here
+     */
+    async terminal(options) {
+      if (options === null || typeof options !== "object") throw invalidRequest("terminal options must be an object");
+      return openTerminal(native, { ...options, env: options.env == null ? undefined : stringEnv(options.env) });
     },
 
     /**

@@ -3,7 +3,8 @@
 //!
 //! One module per class it exposes to `js/`: [`native_provider`]
 //! (`NativeProvider`), [`native_sandbox`] (`NativeSandbox`), [`native_process`]
-//! (`NativeProcess`), [`native_ports`] (`NativeTunnel`, listening ports); [`errors`] is the error conversion, `delivery` the
+//! (`NativeProcess`), [`native_ports`] (`NativeTunnel`, listening ports), [`native_terminal`]
+//! (`NativeTerminal`), [`native_transfer`]; [`errors`] is the error conversion, `delivery` the
 //! output hand-off to JS with backpressure, [`calls`] the abort handle and
 //! promise of file and process calls.
 #![deny(clippy::all)]
@@ -14,4 +15,5 @@ pub mod native_ports;
 pub mod native_process;
 pub mod native_provider;
 pub mod native_sandbox;
+pub mod native_terminal;
 pub mod native_transfer;

@@ -56,6 +56,22 @@ pub fn byte_range(offset: Option<f64>, length: Option<f64>) -> Result<ByteRange>
     Ok(ByteRange { offset: byte_count("offset", offset, 0)?, length })
 }
 
+/// Largest number of columns or rows of a terminal (agentOS's
+/// `MAX_TERMINAL_DIMENSION`).
+pub const MAX_TERMINAL_DIMENSION: u16 = 4096;
+
+/// A terminal's columns or rows: absent → `default`; otherwise a whole
+/// number in [1, [`MAX_TERMINAL_DIMENSION`]].
+pub fn terminal_dimension(name: &str, value: Option<f64>, default: u16) -> Result<u16> {
+    match value {
+        None => Ok(default),
+        Some(v) if whole(v) && (1.0..=f64::from(MAX_TERMINAL_DIMENSION)).contains(&v) => Ok(v as u16),
+        Some(v) => Err(Error::invalid_request(format!(
+            "{name} must be a whole number from 1 to {MAX_TERMINAL_DIMENSION}, got {v}"
+        ))),
+    }
+}
+
 /// An output sequence number to read after: absent, or a whole number in
 /// [0, [`MAX_SAFE_INTEGER`]].
 pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
@@ -126,6 +142,18 @@ fn whole(v: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_dimensions() {
+        assert_eq!(terminal_dimension("cols", None, 80).unwrap(), 80);
+        assert_eq!(terminal_dimension("cols", Some(1.0), 80).unwrap(), 1);
+        assert_eq!(terminal_dimension("cols", Some(4096.0), 80).unwrap(), 4096);
+        for bad in [0.0, -1.0, 4097.0, 1e9, 80.5, f64::NAN, f64::INFINITY] {
+            let e = terminal_dimension("rows", Some(bad), 24).unwrap_err();
+            assert_eq!(e.code, crate::ErrorCode::InvalidRequest);
+            assert!(e.message.starts_with("rows must be a whole number from 1 to 4096"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn timeouts() {

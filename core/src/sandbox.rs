@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
-use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Tunnel};
+use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Terminal, TerminalRequest, Tunnel};
 use crate::files::{self, FileStat, RemoveOptions};
 use crate::ports::{self, ListeningPort};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
@@ -99,6 +99,16 @@ impl Sandbox {
     /// The default working directory.
     pub fn cwd(&self) -> &str {
         &self.cwd
+    }
+
+    /// Starts a terminal (see [`ExecEngine::terminal`]); an empty
+    /// `request.cwd` means [`Sandbox::cwd`]. `invalid_request` for a timeout
+    /// over the provider's [`Limits`].
+    pub async fn terminal(&self, mut request: TerminalRequest) -> Result<Terminal> {
+        self.check_timeout(request.timeout)?;
+        self.activity.report(&self.id);
+        request.cwd = self.command_cwd(&request.cwd);
+        self.engine.terminal(&self.target, request).await
     }
 
     /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With

@@ -65,12 +65,19 @@ impl Runtime for Handle {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Stdin>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         let script = self.0.clone();
         async move {
+            let stdin = match stdin {
+                Stdin::None => None,
+                Stdin::Bytes(head) | Stdin::Stream { head, .. } => Some(head),
+                Stdin::Terminal { .. } => {
+                    return Err(Error::new(ErrorCode::Unsupported, "the scripted runtime has no terminal"))
+                }
+            };
             if argv[2] == kill::KILL {
                 script.kills.lock().unwrap().extend(argv[6..].iter().cloned());
                 script.killed.notify_waiters();
@@ -81,7 +88,7 @@ impl Runtime for Handle {
             // other scripts (file calls) get only the steps' output.
             let secret = match (argv[2] == WRAPPER, &stdin) {
                 (true, Some(stdin)) => {
-                    String::from_utf8(stdin.head.split(|b| *b == b'\n').next().unwrap().to_vec()).unwrap()
+                    String::from_utf8(stdin.split(|b| *b == b'\n').next().unwrap().to_vec()).unwrap()
                 }
                 (true, None) => panic!("the wrapper gets its secret on stdin"),
                 (false, _) => String::new(),

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -26,11 +27,11 @@ use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::permits::Permits;
 use super::request::{Call, ExecRequest, ExecResult};
 use super::runs::{RunGuard, Runs};
-use super::runtime::{Release, Runtime, Stdin, Tunnel};
-use super::sink::{Collector, Sink, Wrapped};
+use super::runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
+use super::sink::{Collector, Sink, TerminalStart, Wrapped};
 use super::status::Completion;
 use super::websocket::PodExecRuntime;
-use super::wrapper::{self, CommandSpec, WrapperCall, WrapperEnd};
+use super::wrapper::{self, CommandSpec, CommandStdin, WrapperCall, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{quoted, shorten, Error, ErrorCode, Result};
 use crate::trace;
@@ -81,17 +82,44 @@ pub(crate) struct Command {
     pub command: String,
     pub cwd: String,
     pub env: Vec<(String, String)>,
-    pub stdin: Option<Bytes>,
-    /// Stdin as a stream instead (`stdin` is then ignored): the command
-    /// reads the exec's own stdin and must know where its input ends (no
-    /// EOF comes); the transfer scripts frame it.
-    pub stdin_stream: Option<mpsc::Receiver<Bytes>>,
+    pub stdin: CommandInput,
     pub timeout: Option<Duration>,
     pub cancel: CancellationToken,
     /// A follower or a wait: it lasts as long as a process, so it takes a
     /// slot of its own class instead of one of `maxConcurrentExecs`, and a
     /// few of them cannot starve every other call.
     pub long_lived: bool,
+}
+
+/// What a [`Command`] reads.
+pub(crate) enum CommandInput {
+    /// Nothing (`/dev/null`).
+    None,
+    /// These bytes, then EOF.
+    Bytes(Bytes),
+    /// A stream: the command reads the exec's own stdin and must know where
+    /// its input ends (no EOF comes); the transfer scripts frame it.
+    Stream(mpsc::Receiver<Bytes>),
+    /// A terminal (see [`TerminalCommand`]).
+    Terminal(TerminalCommand),
+}
+
+impl From<Option<Bytes>> for CommandInput {
+    /// Empty bytes are no stdin.
+    fn from(bytes: Option<Bytes>) -> Self {
+        bytes.filter(|b| !b.is_empty()).map_or(CommandInput::None, CommandInput::Bytes)
+    }
+}
+
+/// A command's terminal: the command runs on a TTY of `size`, its input
+/// comes from `input` once it runs, and `started` gets the run id and the
+/// pid of its wrapper (the terminal's session leader) then. The wrapper's handshake
+/// (see [`wrapper::WRAPPER`]) is the engine's: the caller sees only the
+/// command's own output.
+pub(crate) struct TerminalCommand {
+    pub size: TerminalSize,
+    pub input: mpsc::Receiver<TerminalInput>,
+    pub started: oneshot::Sender<(String, u32)>,
 }
 
 /// How [`ExecEngine::run_command`] ended.
@@ -162,7 +190,7 @@ impl ExecEngine {
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
         let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
         let mut collector = Collector::new(max_output_bytes, output);
-        let command = Command { command, cwd, env, stdin, stdin_stream: None, timeout, cancel, long_lived: false };
+        let command = Command { command, cwd, env, stdin: stdin.into(), timeout, cancel, long_lived: false };
         match self.run_command(target, command, &mut collector).await? {
             RunEnd::Exited(code) => Ok(collector.result(Some(code), false)),
             RunEnd::TimedOut => Ok(collector.result(None, true)),
@@ -188,7 +216,10 @@ impl ExecEngine {
             target.namespace,
             target.pod,
             command.command.len(),
-            command.stdin.as_ref().map_or(0, Bytes::len),
+            match &command.stdin {
+                CommandInput::Bytes(bytes) => bytes.len(),
+                _ => 0,
+            },
             command.cwd
         );
         let start = Instant::now();
@@ -211,19 +242,36 @@ impl ExecEngine {
         command: Command,
         sink: &mut impl Sink,
     ) -> Result<RunEnd> {
-        let Command { command, cwd, env, stdin, stdin_stream, timeout, cancel, long_lived } = command;
-        let stdin = stdin.filter(|s| !s.is_empty() && stdin_stream.is_none());
+        let Command { command, cwd, env, stdin, timeout, cancel, long_lived } = command;
         let spec = CommandSpec {
             command: &command,
             cwd: &cwd,
             env: &env,
-            stdin_len: stdin.as_ref().map(Bytes::len),
-            stdin_stream: stdin_stream.is_some(),
+            stdin: match &stdin {
+                CommandInput::None => CommandStdin::None,
+                CommandInput::Bytes(bytes) => CommandStdin::Bytes(bytes.len()),
+                CommandInput::Stream(_) => CommandStdin::Stream,
+                CommandInput::Terminal(terminal) => CommandStdin::Terminal(terminal.size),
+            },
         };
         let WrapperCall { argv, mut stdin_prefix } =
             wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound, self.audit)?;
-        stdin_prefix.extend_from_slice(stdin.as_deref().unwrap_or_default());
-        let stdin = Some(Stdin { head: Bytes::from(stdin_prefix), rest: stdin_stream });
+        // A terminal's wrapper gets its prefix once it has said it takes it
+        // raw (`TerminalStart`), then the caller's input; every other
+        // wrapper gets it at once, ahead of the command's bytes or stream.
+        let (stdin, handshake) = match stdin {
+            CommandInput::None => (Stdin::Bytes(Bytes::from(stdin_prefix)), None),
+            CommandInput::Bytes(bytes) => {
+                stdin_prefix.extend_from_slice(&bytes);
+                (Stdin::Bytes(Bytes::from(stdin_prefix)), None)
+            }
+            CommandInput::Stream(rest) => (Stdin::Stream { head: Bytes::from(stdin_prefix), rest }, None),
+            CommandInput::Terminal(TerminalCommand { size, input, started }) => {
+                let (tx, rx) = mpsc::channel(1);
+                let (ready, start) = TerminalStart::new(run.id.clone(), started);
+                (Stdin::Terminal { size, input: rx }, Some((Bytes::from(stdin_prefix), input, tx, ready, start)))
+            }
+        };
         if cancel.is_cancelled() {
             return Err(aborted());
         }
@@ -236,9 +284,21 @@ impl ExecEngine {
         };
 
         let release = Release::new();
-        let mut wrapped = Wrapped::new(&run.secret, sink, release.clone());
+        let (mut wrapped, feed) = match handshake {
+            None => (Wrapped::new(&run.secret, sink, release.clone(), None), None),
+            Some((prefix, input, tx, ready, start)) => {
+                (Wrapped::new(&run.secret, sink, release.clone(), Some(start)), Some(feed(prefix, input, tx, ready)))
+            }
+        };
         let outcome = {
             let work = self.run_with(target, argv, stdin, release, |rx| wrapped.consume(rx));
+            let work = async {
+                let Some(feed) = feed else { return work.await };
+                tokio::select! {
+                    ended = work => ended,
+                    () = feed.then(|()| std::future::pending()) => unreachable!("feeding never ends the run"),
+                }
+            };
             tokio::pin!(work);
             let stop = tokio::select! {
                 ended = &mut work => Err(ended),
@@ -262,6 +322,18 @@ impl ExecEngine {
             }
         };
         match outcome {
+            // A terminal whose wrapper ended before its command started,
+            // without saying why (its `stty` failed, say).
+            Err(Ok(_)) if wrapped.start().is_some() && wrapped.end().0.is_none() => {
+                let said = String::from_utf8_lossy(wrapped.start().map_or(&[][..], TerminalStart::held)).into_owned();
+                Err(Error::new(
+                    ErrorCode::Unsupported,
+                    format!(
+                        "the sandbox could not set up a terminal (does its image have stty?): {}",
+                        shorten(said.trim())
+                    ),
+                ))
+            }
             Err(ended) => self.finish(target, &run.id, &cwd, ended, wrapped.end()).await,
             Ok(Stop::Aborted) => Err(aborted()),
             Ok(Stop::TimedOut) => Ok(RunEnd::TimedOut),
@@ -322,7 +394,7 @@ impl ExecEngine {
     ) -> Result<Completion> {
         let work = async {
             let _slot = self.inner.calls.acquire(target).await;
-            self.run_with(target, argv, stdin.map(Stdin::from), Release::new(), |mut rx| async move {
+            self.run_with(target, argv, stdin.into(), Release::new(), |mut rx| async move {
                 while let Some(chunk) = rx.recv().await {
                     on_chunk(chunk)?;
                 }
@@ -351,7 +423,7 @@ impl ExecEngine {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Stdin>,
+        stdin: Stdin,
         release: Release,
         consume: impl FnOnce(mpsc::Receiver<OutputChunk>) -> C,
     ) -> impl Future<Output = Result<Completion>> + Send + 'a
@@ -411,10 +483,20 @@ impl ExecEngine {
 
     /// Best-effort kill of one run's process tree through a second exec.
     async fn kill(&self, target: &ExecTarget, run: &str) {
-        let argv = kill::kill_argv(&[run.to_owned()]);
-        let work = self.run_with(target, argv, None, Release::new(), drain_channel);
         // Failure leaves an orphan for the next sweep; nothing better to do here.
-        let _ = tokio::time::timeout(KILL_TIMEOUT, work).await;
+        let _ = self.signal_run(target, run, kill::KillMode::Terminate).await;
+    }
+
+    /// Signals one run's process tree through a second exec (see
+    /// [`kill::KillMode`]); fails when that exec does (`timeout` after
+    /// [`KILL_TIMEOUT`]). Exempt from the concurrency cap, as every kill.
+    pub(crate) async fn signal_run(&self, target: &ExecTarget, run: &str, mode: kill::KillMode) -> Result<()> {
+        let argv = kill::kill_argv(&[run.to_owned()], mode);
+        let work = self.run_with(target, argv, Stdin::None, Release::new(), drain_channel);
+        let ended = tokio::time::timeout(KILL_TIMEOUT, work).await.map_err(|_| {
+            Error::new(ErrorCode::Timeout, format!("the kill did not finish within {} s", KILL_TIMEOUT.as_secs()))
+        })??;
+        script_status(ended, "the kill", HeadBuffer::new(0)).map(drop)
     }
 }
 
@@ -433,6 +515,25 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+/// A terminal's input: once its wrapper is `ready`, the wrapper's prefix
+/// (secret and fields), then the caller's input as it comes, to the
+/// session's `tx`. Ends when either side is gone.
+async fn feed(
+    prefix: Bytes,
+    mut input: mpsc::Receiver<TerminalInput>,
+    tx: mpsc::Sender<TerminalInput>,
+    ready: oneshot::Receiver<()>,
+) {
+    if ready.await.is_err() || tx.send(TerminalInput::Data(prefix)).await.is_err() {
+        return;
+    }
+    while let Some(next) = input.recv().await {
+        if tx.send(next).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -19,7 +19,9 @@
 use super::wrapper::script_argv;
 
 /// Kills recorded runs: TERM, up to `$2` tenths of a second of grace, then
-/// KILL. `$1 = kill`: `$3…` are run ids (see [`kill_argv`]). `$1 = sweep`:
+/// KILL. `$1 = kill`: `$3…` are run ids (see [`kill_argv`]); `$1 = hangup`:
+/// the same with HUP first (a terminal's close); `$1 = signal`: `$2` is a
+/// signal name sent to the runs' trees, nothing more. `$1 = sweep`:
 /// `$3` is this engine's instance id, `$4` its next run counter, `$5…` its
 /// live run ids; every other record in the pod is removed, and the runs still
 /// going in them killed (see [`sweep_argv`]). The script,
@@ -30,9 +32,29 @@ pub const KILL: &str = in_pod_script!("exec/sh/kill.sh");
 /// Grace between TERM and KILL, in the tenths of a second [`KILL`] counts.
 pub const KILL_GRACE_TENTHS: u32 = 20;
 
+/// What a kill does to a run's tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillMode {
+    /// TERM, the grace, KILL: the tree is gone after it.
+    Terminate,
+    /// HUP (what a terminal's hangup sends), the grace, KILL.
+    Hangup,
+    /// Just this signal (a name of [`SIGNALS`]), to every process of the tree.
+    Signal(&'static str),
+}
+
+/// The signal names [`KillMode::Signal`] takes.
+pub const SIGNALS: &[&str] = &["HUP", "INT", "QUIT", "TERM", "KILL", "USR1", "USR2", "WINCH", "STOP", "CONT"];
+
 /// `argv` killing the given runs (see [`KILL`]).
-pub fn kill_argv(run_ids: &[String]) -> Vec<String> {
-    let mut args = vec!["kill".to_owned(), KILL_GRACE_TENTHS.to_string()];
+pub fn kill_argv(run_ids: &[String], mode: KillMode) -> Vec<String> {
+    let grace = KILL_GRACE_TENTHS.to_string();
+    let (verb, second) = match mode {
+        KillMode::Terminate => ("kill", grace),
+        KillMode::Hangup => ("hangup", grace),
+        KillMode::Signal(name) => ("signal", name.to_owned()),
+    };
+    let mut args = vec![verb.to_owned(), second];
     args.extend(run_ids.iter().cloned());
     script_argv(KILL, args)
 }

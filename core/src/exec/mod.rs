@@ -33,17 +33,19 @@ mod runs;
 mod runtime;
 mod sink;
 pub mod status;
+pub mod terminal;
 pub mod trailer;
 mod websocket;
 pub mod wrapper;
 
 pub use engine::ExecEngine;
-pub(crate) use engine::{aborted, script_status, Command, RunEnd};
+pub(crate) use engine::{aborted, script_status, Command, CommandInput, RunEnd};
 pub use output::{OutputChunk, Stream};
 pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
-pub use runtime::{Release, Runtime, Stdin, Tunnel};
+pub use runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
 pub(crate) use sink::{Flow, Sink};
 pub use status::Completion;
+pub use terminal::{Terminal, TerminalExit, TerminalRequest};
 pub use websocket::{Liveness, PodExecRuntime};
 
 /// Where commands run: a container of a pod.

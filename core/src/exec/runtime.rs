@@ -20,12 +20,63 @@ use super::ExecTarget;
 use crate::error::ErrorCode;
 use crate::error::Result;
 
+/// What a session's stdin gets. No EOF follows any of them (see
+/// [`super::PodExecRuntime`]): the reader knows where its input ends.
+#[derive(Debug)]
+pub enum Stdin {
+    /// Nothing: the session has no stdin.
+    None,
+    /// These bytes, written while output is read.
+    Bytes(Bytes),
+    /// `head` at once, then the pieces of `rest` as they come (a bounded
+    /// channel: a slow connection slows the producer), until its sender is
+    /// dropped.
+    Stream {
+        /// Bytes sent first.
+        head: Bytes,
+        /// More bytes, until the sender is dropped.
+        rest: mpsc::Receiver<Bytes>,
+    },
+    /// A terminal: the process runs on a TTY (its stderr merged into
+    /// stdout, as a PTY does) whose size is `size` before anything else is
+    /// sent, then `input` as it comes; a full socket slows `input` down.
+    Terminal {
+        /// The first size.
+        size: TerminalSize,
+        /// Keystrokes and resizes.
+        input: mpsc::Receiver<TerminalInput>,
+    },
+}
+
+impl From<Option<Bytes>> for Stdin {
+    fn from(bytes: Option<Bytes>) -> Self {
+        bytes.map_or(Stdin::None, Stdin::Bytes)
+    }
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+/// What a terminal's session sends after its first size.
+#[derive(Debug)]
+pub enum TerminalInput {
+    /// Bytes typed (or pasted) into the terminal.
+    Data(Bytes),
+    /// A new size (the foreground program gets SIGWINCH).
+    Resize(TerminalSize),
+}
+
 /// Runs one process in a target and reports how it ended.
 ///
 /// Output chunks go to `output` in the order they were read; a full channel
-/// pauses reading, so backpressure reaches the socket. `stdin`, when given,
-/// (its head, then each piece of a stream) is written while output is read.
-/// `Err` with [`ErrorCode::ConnectionLost`]
+/// pauses reading, so backpressure reaches the socket. `stdin` (see
+/// [`Stdin`]) is written while output is read. `Err` with [`ErrorCode::ConnectionLost`]
 /// means the process may still be running; any other `Err` means it never
 /// started. Once `release` is requested the run stops delivering output and
 /// returns [`Completion::Released`].
@@ -35,7 +86,7 @@ pub trait Runtime: Send + Sync + 'static {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Stdin>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>>;
@@ -67,24 +118,6 @@ pub struct Tunnel {
     /// `true` pauses reading as a full `output` does, for a consumer whose
     /// own buffer is full; a paused tunnel is never a stall.
     pub paused: watch::Receiver<bool>,
-}
-
-/// What a run gets on stdin: `head` at once, then the pieces of `rest` as
-/// they come (a bounded channel: a slow connection slows the producer). No
-/// EOF follows either (see [`super::PodExecRuntime`]): the reader knows where
-/// its input ends.
-#[derive(Debug)]
-pub struct Stdin {
-    /// Bytes sent first.
-    pub head: Bytes,
-    /// More bytes, until the sender is dropped.
-    pub rest: Option<mpsc::Receiver<Bytes>>,
-}
-
-impl From<Bytes> for Stdin {
-    fn from(head: Bytes) -> Self {
-        Stdin { head, rest: None }
-    }
 }
 
 /// Lets the consumer of a session end it before the server's exit status.

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use std::future::Future;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::output::{HeadBuffer, OutputChunk, Stream};
 use super::request::ExecResult;
@@ -29,7 +29,9 @@ pub(crate) enum Flow {
 
 /// The wrapper's side of a run's output: strips the trailers, hands the rest
 /// to the sink, and releases the session once both trailers are in (or the
-/// sink is done).
+/// sink is done). On a terminal there is one stream, so one trailer (the
+/// wrapper's second lands after it, where nothing is output), and the
+/// wrapper's start ([`TerminalStart`]) comes first.
 pub(super) struct Wrapped<'s, K> {
     stdout: TrailerScanner,
     stderr: TrailerScanner,
@@ -37,10 +39,75 @@ pub(super) struct Wrapped<'s, K> {
     release: Release,
     sink_done: bool,
     pieces: Vec<Bytes>,
+    terminal: bool,
+    /// A terminal's start, until its command runs.
+    start: Option<TerminalStart>,
+}
+
+/// What a terminal's wrapper prints before its command runs (see the
+/// wrapper): the line saying it takes its prefix raw, then the line with
+/// its pid. What comes before each is the wrapper's own (a failing `stty`),
+/// never the command's output: held, at most [`START_HELD_BYTES`].
+pub(super) struct TerminalStart {
+    ready: Option<oneshot::Sender<()>>,
+    started: Option<oneshot::Sender<(String, u32)>>,
+    run: String,
+    held: Vec<u8>,
+}
+
+/// Most bytes a terminal's start holds (the wrapper prints a few dozen).
+const START_HELD_BYTES: usize = 64 * 1024;
+const READY_LINE: &[u8] = b"\x1easb ready\n";
+const STARTED: &[u8] = b"\x1easb started ";
+
+impl TerminalStart {
+    /// A start of run `run` that reports the run id and the pid to
+    /// `started`; the receiver resolves when the wrapper takes its prefix.
+    pub(super) fn new(run: String, started: oneshot::Sender<(String, u32)>) -> (oneshot::Receiver<()>, Self) {
+        let (ready, rx) = oneshot::channel();
+        (rx, TerminalStart { ready: Some(ready), started: Some(started), run, held: Vec::new() })
+    }
+
+    /// Takes raw output before the ready line; returns what follows it.
+    fn before_ready(&mut self, data: &[u8]) -> Option<Bytes> {
+        self.hold(data);
+        let at = memchr::memmem::find(&self.held, READY_LINE)?;
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(());
+        }
+        let rest = Bytes::copy_from_slice(&self.held[at + READY_LINE.len()..]);
+        self.held.clear();
+        Some(rest)
+    }
+
+    /// Takes output (trailers stripped) before the started line; returns
+    /// what follows it, the command's first output, once it has come.
+    fn before_start(&mut self, data: &[u8]) -> Option<Bytes> {
+        self.hold(data);
+        let at = memchr::memmem::find(&self.held, STARTED)?;
+        let line = &self.held[at + STARTED.len()..];
+        let end = memchr::memchr(b'\n', line)?;
+        // The terminal's mode is back: the newline may be CRLF.
+        let pid = std::str::from_utf8(&line[..end]).ok().and_then(|p| p.trim_end_matches('\r').parse().ok());
+        if let (Some(pid), Some(started)) = (pid, self.started.take()) {
+            let _ = started.send((std::mem::take(&mut self.run), pid));
+        }
+        Some(Bytes::copy_from_slice(&line[end + 1..]))
+    }
+
+    fn hold(&mut self, data: &[u8]) {
+        let room = START_HELD_BYTES.saturating_sub(self.held.len());
+        self.held.extend_from_slice(&data[..data.len().min(room)]);
+    }
+
+    /// What the wrapper printed before it failed to start the command.
+    pub(super) fn held(&self) -> &[u8] {
+        &self.held
+    }
 }
 
 impl<'s, K: Sink> Wrapped<'s, K> {
-    pub(super) fn new(run: &str, sink: &'s mut K, release: Release) -> Self {
+    pub(super) fn new(run: &str, sink: &'s mut K, release: Release, start: Option<TerminalStart>) -> Self {
         Wrapped {
             stdout: TrailerScanner::new(run),
             stderr: TrailerScanner::new(run),
@@ -48,13 +115,23 @@ impl<'s, K: Sink> Wrapped<'s, K> {
             release,
             sink_done: false,
             pieces: Vec::new(),
+            terminal: start.is_some(),
+            start,
         }
     }
 
     pub(super) async fn consume(&mut self, mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
-        while let Some(OutputChunk { stream, data }) = rx.recv().await {
+        while let Some(OutputChunk { stream, mut data }) = rx.recv().await {
             if self.release.is_requested() {
                 continue;
+            }
+            if let Some(start) = &mut self.start {
+                if start.ready.is_some() {
+                    match start.before_ready(&data) {
+                        Some(rest) => data = rest,
+                        None => continue,
+                    }
+                }
             }
             let scanner = match stream {
                 Stream::Stdout => &mut self.stdout,
@@ -62,8 +139,15 @@ impl<'s, K: Sink> Wrapped<'s, K> {
             };
             let pieces = &mut self.pieces;
             scanner.feed(data, |piece| pieces.push(piece));
+            if let Some(start) = &mut self.start {
+                let held: Vec<u8> = std::mem::take(&mut self.pieces).concat();
+                if let Some(first) = start.before_start(&held) {
+                    self.start = None;
+                    self.pieces.push(first);
+                }
+            }
             self.deliver(stream).await?;
-            if self.stdout.status().is_some() && self.stderr.status().is_some() {
+            if self.stdout.status().is_some() && (self.terminal || self.stderr.status().is_some()) {
                 self.release.drain();
             }
         }
@@ -75,6 +159,10 @@ impl<'s, K: Sink> Wrapped<'s, K> {
                     Stream::Stderr => &mut self.stderr,
                 };
                 self.pieces.extend(scanner.finish());
+                if let Some(start) = &mut self.start {
+                    // Still the wrapper's own.
+                    self.pieces.drain(..).for_each(|piece| start.hold(&piece));
+                }
                 self.deliver(stream).await?;
             }
         }
@@ -92,6 +180,11 @@ impl<'s, K: Sink> Wrapped<'s, K> {
             }
         }
         Ok(())
+    }
+
+    /// A terminal's start, while its command has not started.
+    pub(super) fn start(&self) -> Option<&TerminalStart> {
+        self.start.as_ref()
     }
 
     /// How the wrapper said the command ended, and whether the sink ended it.

@@ -95,11 +95,13 @@ impl TrailerScanner {
     fn trailer(&mut self, data: Bytes, mut emit: impl FnMut(Bytes)) {
         let rest = &data[self.needle.len()..];
         let token = |t: &[u8]| t.len() <= MAX_STATUS && t.iter().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
+        // On a terminal the line may end in CRLF (its output processing).
+        let line = |end: usize| rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
         match memchr::memchr(b'\n', rest) {
-            Some(end) if end > 0 && token(&rest[..end]) => {
-                self.status = Some(String::from_utf8_lossy(&rest[..end]).into_owned());
+            Some(end) if !line(end).is_empty() && token(line(end)) => {
+                self.status = Some(String::from_utf8_lossy(line(end)).into_owned());
             }
-            None if token(rest) => self.held.extend_from_slice(&data),
+            None if token(rest.strip_suffix(b"\r").unwrap_or(rest)) => self.held.extend_from_slice(&data),
             // Not a trailer our scripts write: it is output after all.
             _ => {
                 emit(data.slice(..1));

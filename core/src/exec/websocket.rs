@@ -59,7 +59,7 @@ pub(super) type Upgraded = hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>;
 
 use super::output::{OutputChunk, Stream};
 use super::pod_liveness::{PodWatch, PodWatches};
-use super::runtime::{Release, Runtime, Stdin, Tunnel};
+use super::runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
 use super::status::{decode, Completion};
 use super::ExecTarget;
 use crate::client::informer::Informer;
@@ -211,7 +211,7 @@ impl Runtime for PodExecRuntime {
         &'a self,
         target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Stdin>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
@@ -222,7 +222,11 @@ impl Runtime for PodExecRuntime {
             let mut watch = self.watches.subscribe(target);
             let action =
                 Action { verb: "create", resource: "pods/exec", name: Some(&target.pod), namespace: &target.namespace };
-            let mut params = AttachParams::default().stdin(stdin.is_some()).stdout(true).stderr(true);
+            // With a TTY the node merges stderr into the terminal (and kube
+            // refuses to ask for both).
+            let tty = matches!(stdin, Stdin::Terminal { .. });
+            let mut params =
+                AttachParams::default().stdin(!matches!(stdin, Stdin::None)).stdout(true).stderr(!tty).tty(tty);
             if let Some(c) = &target.container {
                 params = params.container(c.clone());
             }
@@ -282,7 +286,7 @@ enum Driven<S> {
 /// `connection_lost`.
 async fn drive<S>(
     ws: WebSocketStream<S>,
-    stdin: Option<Stdin>,
+    stdin: Stdin,
     output: &mpsc::Sender<OutputChunk>,
     release: &Release,
     liveness: Liveness,
@@ -296,20 +300,16 @@ where
         // A failed write means the session ended; the reader says how.
         let feed = async {
             let mut pings = pings(liveness);
-            let (head, mut rest) = stdin.map_or((Bytes::new(), None), |s| (s.head, s.rest));
-            let mut open = send_stdin(&mut sink, &mut pings, &head).await;
-            // A stream's pieces as they come, pinging while the producer
-            // is slow (a caller's iterable, a local disk).
-            while let (true, Some(pieces)) = (open, rest.as_mut()) {
-                tokio::select! {
-                    piece = pieces.recv() => match piece {
-                        Some(piece) => open = send_stdin(&mut sink, &mut pings, &piece).await,
-                        None => break,
-                    },
-                    _ = pings.tick() => open = sink.send(Message::Ping(Bytes::new())).await.is_ok(),
-                }
+            let fed = match stdin {
+                Stdin::None => Ok(()),
+                Stdin::Bytes(bytes) => send_stdin(&mut sink, &bytes, &mut pings).await,
+                Stdin::Stream { head, rest } => feed_stream(&mut sink, head, rest, &mut pings).await,
+                Stdin::Terminal { size, input } => feed_terminal(&mut sink, size, input, &mut pings).await,
+            };
+            if fed.is_ok() {
+                keep_pinging(&mut sink, pings).await;
             }
-            keep_pinging(&mut sink, pings).await;
+            std::future::pending::<()>().await;
         };
         tokio::select! {
             ended = read(&mut frames, output, liveness.stall) => ended.map(ReadEnd::Status),
@@ -326,6 +326,90 @@ where
 enum ReadEnd {
     Status(Completion),
     Released(bool),
+}
+
+/// The socket failed: the session is over, the reader says how.
+struct Broken;
+
+/// Writes `bytes` as stdin messages, pinging between them when a ping is due.
+async fn send_stdin<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    bytes: &[u8],
+    pings: &mut time::Interval,
+) -> std::result::Result<(), Broken>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    for piece in bytes.chunks(STDIN_MESSAGE_BYTES) {
+        if pings.tick().now_or_never().is_some() {
+            sink.send(Message::Ping(Bytes::new())).await.map_err(|_| Broken)?;
+        }
+        sink.send(frame(0, piece)).await.map_err(|_| Broken)?;
+    }
+    Ok(())
+}
+
+/// A stream's writer: `head`, then the pieces of `rest` as they come,
+/// pinging while the producer is slow (a caller's iterable, a local disk),
+/// until `rest`'s sender is gone.
+async fn feed_stream<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    head: Bytes,
+    mut rest: mpsc::Receiver<Bytes>,
+    pings: &mut time::Interval,
+) -> std::result::Result<(), Broken>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    send_stdin(sink, &head, pings).await?;
+    loop {
+        tokio::select! {
+            piece = rest.recv() => match piece {
+                Some(piece) => send_stdin(sink, &piece, pings).await?,
+                None => return Ok(()),
+            },
+            _ = pings.tick() => sink.send(Message::Ping(Bytes::new())).await.map_err(|_| Broken)?,
+        }
+    }
+}
+
+/// A terminal's writer: its first size (channel 4, before any input, so the
+/// program never reads at another size), then keystrokes and resizes as
+/// they come, pinging meanwhile, until the input's sender is gone.
+async fn feed_terminal<S>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    size: TerminalSize,
+    mut input: mpsc::Receiver<TerminalInput>,
+    pings: &mut time::Interval,
+) -> std::result::Result<(), Broken>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    sink.send(resize_frame(size)).await.map_err(|_| Broken)?;
+    loop {
+        tokio::select! {
+            next = input.recv() => match next {
+                Some(TerminalInput::Data(bytes)) => send_stdin(sink, &bytes, pings).await?,
+                Some(TerminalInput::Resize(size)) => sink.send(resize_frame(size)).await.map_err(|_| Broken)?,
+                None => return Ok(()),
+            },
+            _ = pings.tick() => sink.send(Message::Ping(Bytes::new())).await.map_err(|_| Broken)?,
+        }
+    }
+}
+
+/// A binary message on `channel`.
+fn frame(channel: u8, payload: &[u8]) -> Message {
+    let mut message = BytesMut::with_capacity(payload.len() + 1);
+    message.put_u8(channel);
+    message.put_slice(payload);
+    Message::Binary(message.freeze())
+}
+
+/// The resize channel's message: `{"Width":cols,"Height":rows}`
+/// (`remotecommand.TerminalSize`).
+fn resize_frame(size: TerminalSize) -> Message {
+    frame(4, format!(r#"{{"Width":{},"Height":{}}}"#, size.cols, size.rows).as_bytes())
 }
 
 /// Hands output on until the status frame; a connection that breaks, closes
@@ -398,31 +482,6 @@ where
             ),
         )),
     }
-}
-
-/// Sends `data` on stdin in messages of at most [`STDIN_MESSAGE_BYTES`],
-/// pinging between them when a ping is due; `false` once a write failed
-/// (the session ended; the reader says how).
-async fn send_stdin<S>(
-    sink: &mut SplitSink<WebSocketStream<S>, Message>,
-    pings: &mut time::Interval,
-    data: &[u8],
-) -> bool
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    for piece in data.chunks(STDIN_MESSAGE_BYTES) {
-        if pings.tick().now_or_never().is_some() && sink.send(Message::Ping(Bytes::new())).await.is_err() {
-            return false;
-        }
-        let mut message = BytesMut::with_capacity(piece.len() + 1);
-        message.put_u8(0);
-        message.put_slice(piece);
-        if sink.send(Message::Binary(message.freeze())).await.is_err() {
-            return false;
-        }
-    }
-    true
 }
 
 /// Ticks every `liveness.ping`, the first a full interval from now.

@@ -16,6 +16,7 @@
 //! exists and before it starts the command. One of the two always sees the
 //! other, so a kill that races the start of a command still stops it.
 
+use super::runtime::TerminalSize;
 use crate::error::{Error, Result};
 
 /// Interpreter for every script: the one binary the image must have.
@@ -27,10 +28,12 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 
 /// The wrapper around a user command.
 ///
-/// `$1` run id, `$2` stdin byte count (empty: no stdin; `-`: a stream the
-/// command reads itself, see [`CommandSpec::stdin_stream`]), `$3` cleanup bound
+/// `$1` run id, `$2` stdin byte count (empty: no stdin; `-`: the command
+/// reads the exec's stdin itself, a stream or a terminal, see
+/// [`CommandStdin`]), `$3` cleanup bound
 /// (empty: none), `$4` length of a long command sent after the fields
-/// (empty: none), `$5` number of env pairs. Stdin starts with the run's
+/// (empty: none), `$5` number of env pairs, `$6` a terminal's `<cols> <rows>`
+/// (empty: no terminal). Stdin starts with the run's
 /// secret on a line of its own (made by the engine for each run), then the
 /// request's fields (each a line count, then that many lines): cwd (empty: stay in the exec's
 /// directory), the command (empty when long) and `$5` `NAME=VALUE` pairs;
@@ -62,6 +65,15 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 /// on v4 servers too), else it is /dev/null. A cleanup bound `K` makes the
 /// wrapper remove, in the background, the records of this engine's runs
 /// numbered below `K`.
+///
+/// On a terminal (`$6`), the line discipline would echo the secret and the
+/// fields back and act on their control bytes as they arrive, so the
+/// wrapper first sets its terminal raw and unechoed and prints
+/// `\x1easb ready`; the engine sends the prefix only then. Before the
+/// command runs it restores the terminal's mode, applies the size with
+/// `stty` (whether or not the resize message arrived first) and prints
+/// `\x1easb started <pid>`; the engine hides both lines and what came
+/// before them. The command then has the terminal as its stdin.
 pub const WRAPPER: &str = in_pod_script!("exec/sh/wrapper.sh");
 
 /// `argv` for `/bin/sh -c <script> sh <args…>`; `$0` is `sh` so the shell's
@@ -81,11 +93,22 @@ pub struct CommandSpec<'a> {
     pub cwd: &'a str,
     /// Extra environment, applied over the pod's own.
     pub env: &'a [(String, String)],
-    /// Number of stdin bytes that will be sent, if any.
-    pub stdin_len: Option<usize>,
-    /// Stdin is a stream the command reads itself to an end it knows
-    /// (`stdin_len` is then ignored).
-    pub stdin_stream: bool,
+    /// What the command reads.
+    pub stdin: CommandStdin,
+}
+
+/// What a user command reads, as the wrapper's `$2` and `$6` say it.
+#[derive(Debug, Clone, Copy)]
+pub enum CommandStdin {
+    /// Nothing (`/dev/null`).
+    None,
+    /// This many bytes, then EOF.
+    Bytes(usize),
+    /// A stream the command reads itself to an end it knows: no EOF comes.
+    Stream,
+    /// A terminal of this size (see [`WRAPPER`]), which the command reads
+    /// itself.
+    Terminal(TerminalSize),
 }
 
 /// Commands longer than this (bytes) are read with one `head -c` rather
@@ -126,10 +149,18 @@ pub fn wrapper_argv(
     let long = push_request(&mut prefix, spec.cwd, spec.command, &env, run_id);
     let mut args = vec![
         run_id.to_owned(),
-        if spec.stdin_stream { "-".to_owned() } else { spec.stdin_len.map(|n| n.to_string()).unwrap_or_default() },
+        match spec.stdin {
+            CommandStdin::None => String::new(),
+            CommandStdin::Bytes(len) => len.to_string(),
+            CommandStdin::Stream | CommandStdin::Terminal(_) => "-".to_owned(),
+        },
         cleanup.map(|n| n.to_string()).unwrap_or_default(),
         long.map(|n| n.to_string()).unwrap_or_default(),
         env.len().to_string(),
+        match spec.stdin {
+            CommandStdin::Terminal(size) => format!("{} {}", size.cols, size.rows),
+            _ => String::new(),
+        },
     ];
     if audit {
         args.push(spec.command.to_owned());
@@ -286,21 +317,32 @@ mod tests {
     #[test]
     fn requests_travel_on_stdin_and_argv_holds_only_the_run_id_and_numbers() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
-        let spec =
-            CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin_len: Some(3), stdin_stream: false };
+        let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin: CommandStdin::Bytes(3) };
         let call = wrapper_argv("i.1", "5ec", &spec, Some(7), false).unwrap();
         assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
-        assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1"]);
+        assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1", ""]);
         // Secret, then cwd, command and the pair, each a line count and lines.
         assert_eq!(call.stdin_prefix, b"5ec\n1\n/w s\n1\necho \"$A\"\n2\nA=x'$(y)`z`\n\n");
-        let no_stdin = CommandSpec { stdin_len: None, env: &[], cwd: "", ..spec };
+        let no_stdin = CommandSpec { stdin: CommandStdin::None, env: &[], cwd: "", ..spec };
         let call = wrapper_argv("i.2", "5ec", &no_stdin, None, false).unwrap();
-        assert_eq!(&call.argv[4..], &["i.2", "", "", "", "0"]);
+        assert_eq!(&call.argv[4..], &["i.2", "", "", "", "0", ""]);
         assert_eq!(call.stdin_prefix, b"5ec\n1\n\n1\necho \"$A\"\n");
+        // A stream and a terminal are read by the command itself (`-`); a
+        // terminal's size is `$6`.
+        let stream = CommandSpec { stdin: CommandStdin::Stream, ..no_stdin };
+        assert_eq!(
+            &wrapper_argv("i.2", "5ec", &stream, None, false).unwrap().argv[4..],
+            &["i.2", "-", "", "", "0", ""]
+        );
+        let tty = CommandSpec { stdin: CommandStdin::Terminal(TerminalSize { cols: 80, rows: 24 }), ..no_stdin };
+        assert_eq!(
+            &wrapper_argv("i.2", "5ec", &tty, None, false).unwrap().argv[4..],
+            &["i.2", "-", "", "", "0", "80 24"]
+        );
         // A long command comes after the fields, followed by the run id.
         let long = "x".repeat(INLINE_COMMAND_MAX + 1);
         let call = wrapper_argv("i.3", "5ec", &CommandSpec { command: &long, ..no_stdin }, None, false).unwrap();
-        assert_eq!(&call.argv[4..], &["i.3", "", "", &(long.len() + 3).to_string(), "0"]);
+        assert_eq!(&call.argv[4..], &["i.3", "", "", &(long.len() + 3).to_string(), "0", ""]);
         assert_eq!(call.stdin_prefix, [b"5ec\n1\n\n1\n\n", long.as_bytes(), b"i.3"].concat());
         // Asked to, the command (and only it) goes into argv for the audit log.
         let call = wrapper_argv("i.4", "5ec", &spec, None, true).unwrap();
@@ -322,7 +364,7 @@ mod tests {
     #[test]
     fn bad_env_and_nul_are_rejected() {
         let env = vec![("OK".to_owned(), "v".to_owned()), ("B-AD".to_owned(), "v".to_owned())];
-        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin_len: None, stdin_stream: false };
+        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin: CommandStdin::None };
         assert!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().message.contains("\"B-AD\""));
         let env = vec![("A".to_owned(), "a\0b".to_owned())];
         let spec = CommandSpec { env: &env, ..spec };

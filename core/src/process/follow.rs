@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +24,8 @@ use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::trailer::MAX_TRAILER;
 use crate::exec::wrapper::script_argv;
 use crate::exec::{
-    aborted, script_status, Call, Command, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow, OutputChunk, Sink,
+    aborted, script_status, Call, Command, CommandInput, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow,
+    OutputChunk, Sink,
 };
 
 /// Upper bound of stopping a process's tree (TERM, 2 s grace, KILL, plus
@@ -218,8 +218,7 @@ fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationTok
         command,
         cwd: String::new(),
         env,
-        stdin: None::<Bytes>,
-        stdin_stream: None,
+        stdin: CommandInput::None,
         timeout: None,
         cancel: cancel.clone(),
         long_lived: true,

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, OutputChunk, Stream};
-use crate::exec::{aborted, Command, ExecEngine, ExecTarget, Flow, RunEnd, Sink};
+use crate::exec::{aborted, Command, CommandInput, ExecEngine, ExecTarget, Flow, RunEnd, Sink};
 use crate::files::scripts::{NOT_DIRECTORY, NOT_FOUND};
 use archive::{Entry, Event, Kind, Parser, Rules};
 
@@ -251,8 +251,7 @@ async fn run(
         command: script.to_owned(),
         cwd: String::new(),
         env,
-        stdin: None,
-        stdin_stream: stdin,
+        stdin: stdin.map_or(CommandInput::None, CommandInput::Stream),
         timeout: None,
         cancel: stop,
         long_lived: false,

@@ -158,11 +158,20 @@ impl Runtime for LocalRuntime {
         &'a self,
         _target: &'a ExecTarget,
         argv: Vec<String>,
-        stdin: Option<Stdin>,
+        stdin: Stdin,
         output: mpsc::Sender<OutputChunk>,
         release: Release,
     ) -> BoxFuture<'a, Result<Completion>> {
         async move {
+            // Bytes or a stream's head, then the stream's pieces.
+            let (stdin, rest) = match stdin {
+                Stdin::None => (None, None),
+                Stdin::Bytes(bytes) => (Some(bytes), None),
+                Stdin::Stream { head, rest } => (Some(head), Some(rest)),
+                Stdin::Terminal { .. } => {
+                    return Err(Error::new(ErrorCode::Unsupported, "the local runtime has no terminal"))
+                }
+            };
             self.runs.fetch_add(1, Ordering::SeqCst);
             let shm = format!("{}/shm", self.tmpdir.display());
             let mut argv: Vec<String> = argv.into_iter().map(|a| a.replace("/dev/shm", &shm)).collect();
@@ -177,7 +186,7 @@ impl Runtime for LocalRuntime {
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| Error::new(ErrorCode::Internal, format!("spawn: {e}")))?;
-            if let (Some(Stdin { head, mut rest }), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            if let (Some(head), Some(mut pipe), mut rest) = (stdin, child.stdin.take(), rest) {
                 tokio::spawn(async move {
                     let _ = pipe.write_all(&head).await;
                     while let Some(piece) = match rest.as_mut() { Some(r) => r.recv().await, None => None } {

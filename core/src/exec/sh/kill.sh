@@ -5,6 +5,10 @@
 #
 # `$1 = kill`: $3… are run ids; a tombstone `<id>.k` is left for each, so a
 # wrapper that has not yet started its command never starts it.
+# `$1 = hangup`: the same with HUP instead of TERM (a terminal's close).
+# `$1 = signal`: $2 is a signal name sent to the trees of the runs $3…,
+# twice (children forked in between), and nothing more: no tombstone, and
+# not to the wrappers, which must outlive their commands to report them.
 # `$1 = sweep`: $3 is this engine's instance id, $4 its next run number, $5…
 # its live run ids; every other record in the pod is removed, and the runs
 # still going in them killed, except this engine's runs numbered $4 or higher
@@ -25,10 +29,12 @@
 # minify: kill_mode=w grace_tenths=g shm_run_dir=D1 tmp_run_dir=D2 swept_records=N boot_time=B
 # minify: stat_key=k stat_value=b started_with_record=ok record_mtime=u start_skew=J
 # minify: is_wrapper_of=wr command_line=cm add_record=ad record_pid=y is_run_id=ri id_instance=h
-# minify: dir_number=d run_dir=r run_id=i instance_id=o next_number=n record_path=F live_id=z swept_entry=E
+# minify: wrapper_too=W dir_number=d run_dir=r run_id=i instance_id=o next_number=n record_path=F live_id=z swept_entry=E
 
 kill_mode=$1
 grace_tenths=$2
+wrapper_too=1
+[ "$kill_mode" = signal ] && wrapper_too=0
 shift 2
 shm_run_dir=/dev/shm/.agent-sandbox/run
 tmp_run_dir=${TMPDIR:-/tmp}/.agent-sandbox/run
@@ -65,7 +71,7 @@ add_record() {
 	read -r record_pid 2>/dev/null <"$1" || return 0
 	all_digits "$record_pid" || return 0
 	if started_with_record "$record_pid" "$1" && is_wrapper_of "$record_pid" "$2"; then
-		kill_roots="$kill_roots $record_pid:1"
+		kill_roots="$kill_roots $record_pid:$wrapper_too"
 		kill_markers="$kill_markers $2:"
 	elif [ "$3" = 1 ]; then
 		kill_markers="$kill_markers $2:"
@@ -81,10 +87,10 @@ is_run_id() {
 
 for dir_number in 1 2; do
 	[ $dir_number = 1 ] && run_dir=$shm_run_dir || run_dir=$tmp_run_dir
-	if [ "$kill_mode" = kill ]; then
+	if [ "$kill_mode" != sweep ]; then
 		make_private_dir "$run_dir" || continue
 		for run_id; do
-			: 2>/dev/null >"$run_dir/$run_id.k"
+			[ "$kill_mode" = signal ] || : 2>/dev/null >"$run_dir/$run_id.k"
 			add_record "$run_dir/$run_id" "$run_id" 1
 		done
 	else
@@ -106,7 +112,13 @@ for dir_number in 1 2; do
 		set -- "$instance_id" "$next_number" "$@"
 	fi
 done
-[ -n "$kill_markers" ] && terminate_tree "$grace_tenths"
+if [ -n "$kill_markers" ]; then
+	case $kill_mode in
+		signal) signal_tree "$grace_tenths";;
+		hangup) terminate_tree "$grace_tenths" HUP;;
+		*) terminate_tree "$grace_tenths" TERM;;
+	esac
+fi
 for swept_entry in $swept_records; do
 	[ "${swept_entry%%:*}" = 1 ] && run_dir=$shm_run_dir || run_dir=$tmp_run_dir
 	rm -f -- "$run_dir/${swept_entry#*:}" "$run_dir/${swept_entry#*:}.k"

@@ -15,7 +15,7 @@
 #
 # needs: lib-proc.sh
 # minify: kill_roots=R kill_markers=M kill_pids=K parent_pairs=T tree_pids=P
-# minify: add_kill_pid=ka add_parent_pair=kp collect_kill_pids=kc signal_kill_pids=ks terminate_tree=kt
+# minify: add_kill_pid=ka add_parent_pair=kp collect_kill_pids=kc signal_kill_pids=ks terminate_tree=kt signal_tree=kg
 # minify: each_pid=q stat_path=Q each_entry=x environ_text=O environ_line=U each_marker=A tree_grew=t
 # minify: grace_waited=H some_survived=a
 
@@ -71,8 +71,18 @@ signal_kill_pids() {
 	for each_pid in $kill_pids; do kill -"$1" "$each_pid"; done 2>/dev/null
 }
 
+# Sends signal $1 to the tree, twice: the second pass catches children
+# forked during the first.
+signal_tree() {
+	kill_pids=
+	collect_kill_pids
+	signal_kill_pids "$1"
+	collect_kill_pids
+	signal_kill_pids "$1"
+}
+
 # Terminates the tree: STOP (twice: the second pass catches children forked
-# during the first), TERM, CONT. All of it is stopped before the TERM so that
+# during the first), $2 (TERM, or HUP for a terminal's hangup), CONT. All of it is stopped before the TERM so that
 # no shell in it sees a child die and prints "Terminated" before its own TERM
 # lands. Then up to $1 tenths of a second of grace for them to go (zombies
 # count as gone), then KILL to every process found and any new descendant.
@@ -85,7 +95,7 @@ terminate_tree() {
 	signal_kill_pids STOP
 	collect_kill_pids
 	signal_kill_pids STOP
-	signal_kill_pids TERM
+	signal_kill_pids "$2"
 	signal_kill_pids CONT
 	grace_waited=0
 	while [ "$grace_waited" -lt "$1" ]; do

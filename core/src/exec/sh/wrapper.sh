@@ -12,12 +12,22 @@
 # minify: run_secret=s send_trailer=t work_dir=w command_text=c
 # minify: each_path=x remove_old_records=q bound_below=b instance_id=p record_number=y
 # minify: run_dir=r record_file=d command_prelude=P exit_status=e
+# minify: terminal_size=z terminal_mode=m
 
 run_id=$1
 stdin_bytes=$2
 cleanup_below=$3
 long_command_bytes=$4
 env_count=$5
+terminal_size=$6
+
+# On a terminal the line discipline echoes input and acts on its control
+# bytes as they arrive: the secret and the fields must arrive raw and
+# unechoed. The engine sends them once it reads this line.
+if [ -n "$terminal_size" ]; then
+	terminal_mode=$(stty -g 2>/dev/null) && stty raw -echo -iexten || exit 1
+	printf '\036asb ready\n'
+fi
 
 # The run's secret, first on stdin: only the trailers carry it, so a command
 # that prints a trailer of its own (it can see its run id) makes output, not
@@ -97,10 +107,22 @@ export AGENT_SANDBOX_RUN=$run_id:
 # longer matters: only builtins follow) and forgets the wrapper's variables,
 # the secret among them, and functions. The only difference from `sh -c`
 # the command can see: dash prefixes errors of evaluated code with `eval: `.
-command_prelude='[ $# -eq 0 ]||export "$@";set --;unset -v bound_below command_text record_file run_id env_count cleanup_below stdin_bytes instance_id run_dir run_secret field_value work_dir each_path dir_path record_number field_line field_lines long_command_bytes newline_char command_prelude;unset -f read_field send_trailer make_private_dir remove_old_records;'
+command_prelude='[ $# -eq 0 ]||export "$@";set --;unset -v bound_below command_text record_file run_id env_count cleanup_below stdin_bytes instance_id run_dir run_secret field_value work_dir each_path dir_path record_number field_line field_lines long_command_bytes newline_char command_prelude terminal_size terminal_mode;unset -f read_field send_trailer make_private_dir remove_old_records;'
+if [ -n "$terminal_size" ]; then
+	# The terminal's own mode back, and its size (the node may apply the
+	# resize message after the command's first read); then the engine hands
+	# on everything after the next line. Ctrl-C and Ctrl-\ signal the whole
+	# foreground process group, this shell included unless a job-control
+	# shell runs the command: caught here, so it outlives the command to
+	# report its status; the subshell resets them for the command.
+	stty "$terminal_mode" cols "${terminal_size% *}" rows "${terminal_size#* }"
+	trap : INT QUIT
+	printf '\036asb started %s\n' "$$"
+fi
 if [ "$stdin_bytes" = - ]; then
-	# A stream the command reads itself up to an end it recognizes (the
-	# transfer scripts' framing): it gets no EOF, and leaves nothing unread.
+	# The command reads the exec's stdin itself: a terminal, or a stream up
+	# to an end it recognizes (the transfer scripts' framing), which gets no
+	# EOF and leaves nothing unread.
 	(eval "$command_prelude$command_text")
 elif [ -n "$stdin_bytes" ]; then
 	# `head -c` gives the command EOF after exactly the bytes sent (a v4

@@ -13,13 +13,8 @@ read_start_time "$process_pid" && kill_roots=" $process_pid:1"
 kill_markers=" p$1:"
 case $2 in STOP|CONT) ;; *) : >"$process_dir/k";; esac
 if [ "$2" = terminate ]; then
-	terminate_tree 20
+	terminate_tree 20 TERM
 else
-	# Twice, to catch children forked in between.
-	kill_pids=
-	collect_kill_pids
-	signal_kill_pids "$2"
-	collect_kill_pids
-	signal_kill_pids "$2"
+	signal_tree "$2"
 fi
 exit 0

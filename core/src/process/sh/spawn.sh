@@ -138,7 +138,7 @@ fi
 			: >"$process_dir/t"
 			kill_roots=" $process_pid:1"
 			kill_markers=" p$process_id:"
-			terminate_tree 20
+			terminate_tree 20 TERM
 		) 3>&- 7>&- 8>&- &
 		timer_pid=$!
 	}

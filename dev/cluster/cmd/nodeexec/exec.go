@@ -99,12 +99,10 @@ type podExecutor struct {
 
 // ExecInContainer implements remotecommand.Executor. Like a real kubelet it
 // does not kill the process when the client goes away: only the pod's
-// deletion (or the process itself) ends it; see attach for its streams.
+// deletion (or the process itself) ends it; see attach for its streams, and
+// attachTTY for a TTY exec's terminal (ServeExec leaves errOut nil then).
 func (e *podExecutor) ExecInContainer(ctx context.Context, name, uid, container string, cmd []string,
-	in io.Reader, out, errOut io.WriteCloser, tty bool, _ <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	if tty {
-		return errors.New("tty is not supported by this node")
-	}
+	in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	if len(cmd) == 0 {
 		return errors.New("no command given")
 	}
@@ -114,7 +112,11 @@ func (e *podExecutor) ExecInContainer(ctx context.Context, name, uid, container 
 	}
 	c := podCommand(p.initPID, spec, cmd)
 	start := func(c *exec.Cmd) error { return startInPod(c, p.initPID, p.cgroup) }
-	err = attach(ctx, c, start, in, writer(out), writer(errOut))
+	if tty {
+		err = attachTTY(ctx, c, start, int(spec.security.uid), int(spec.security.gid), in, writer(out), resize)
+	} else {
+		err = attach(ctx, c, start, in, writer(out), writer(errOut))
+	}
 	if err == nil {
 		return nil
 	}

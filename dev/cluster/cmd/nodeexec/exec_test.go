@@ -180,8 +180,14 @@ func TestAttachStreamEndClosesPipesAndReaps(t *testing.T) {
 type hostExecutor struct{}
 
 func (hostExecutor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader,
-	out, errOut io.WriteCloser, _ bool, _ <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	err := attach(ctx, exec.Command(cmd[0], cmd[1:]...), (*exec.Cmd).Start, in, writer(out), writer(errOut))
+	out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	c := exec.Command(cmd[0], cmd[1:]...)
+	var err error
+	if tty {
+		err = attachTTY(ctx, c, (*exec.Cmd).Start, -1, -1, in, writer(out), resize)
+	} else {
+		err = attach(ctx, c, (*exec.Cmd).Start, in, writer(out), writer(errOut))
+	}
 	if code, ok := exitCode(err); ok {
 		return utilexec.CodeExitError{Err: err, Code: code}
 	}

@@ -39,6 +39,15 @@ func main() {
 		return
 	}
 
+	// A container runtime starts every process with each signal at its
+	// default action. cluster.sh runs nodeexec under nohup from a shell's
+	// background job, so it starts with SIGHUP and SIGQUIT ignored (SIGINT
+	// too, but it handles that one below), which every exec would inherit: a
+	// terminal's close and kill -HUP did nothing. A handler, unlike an
+	// ignored disposition, does not survive exec; nodeexec itself still
+	// discards them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGQUIT)
+
 	var (
 		kubeconfig = flag.String("kubeconfig", "", "admin kubeconfig")
 		listen     = flag.String("listen", "127.0.0.1:10250", "address of the kubelet exec endpoint")

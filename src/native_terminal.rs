@@ -1,0 +1,150 @@
+//! `NativeTerminal`: the napi face of `sandbox_core::exec::Terminal`.
+//! `js/terminal.js` wraps it into the `SandboxTerminal` object (AbortSignal,
+//! a throwing `onData`, string input, error codes). Output reaches JS as
+//! exec output does (`delivery`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use sandbox_core::args::{terminal_dimension, timeout_ms};
+use sandbox_core::exec::{Terminal, TerminalRequest, TerminalSize};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::calls::{promise, NativeCancel};
+use crate::delivery::{deliver, ChunkCallback};
+use crate::native_sandbox::NativeSandbox;
+
+/// Chunks queued between the terminal and the JS callback.
+const DELIVERY_DEPTH: usize = 16;
+
+/// Options of `terminal`; `js/terminal.js` fills and checks the JS side.
+#[napi(object)]
+pub struct NativeTerminalOptions {
+    /// Shell command line; default: an interactive login shell.
+    pub command: Option<String>,
+    /// Working directory; default: the sandbox's cwd.
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    pub env: Option<HashMap<String, String>>,
+    /// Columns, 1..4096; default 80.
+    pub cols: Option<f64>,
+    /// Rows, 1..4096; default 24.
+    pub rows: Option<f64>,
+    /// Kill the terminal after this many ms; 0 or absent: never.
+    pub timeout_ms: Option<f64>,
+}
+
+/// How a terminal ended.
+#[napi(object)]
+pub struct NativeTerminalExit {
+    /// Exit status; null when the timeout killed it.
+    pub exit_code: Option<i32>,
+    /// The timeout fired.
+    pub timed_out: bool,
+}
+
+/// A running terminal.
+#[napi]
+pub struct NativeTerminal {
+    inner: Arc<Terminal>,
+    /// Resolves once every output chunk has reached JS.
+    delivered: Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+/// A size from JS numbers.
+fn size(cols: Option<f64>, rows: Option<f64>) -> sandbox_core::Result<TerminalSize> {
+    Ok(TerminalSize { cols: terminal_dimension("cols", cols, 80)?, rows: terminal_dimension("rows", rows, 24)? })
+}
+
+#[napi]
+impl NativeSandbox {
+    /// Starts a terminal; resolves once its command runs. `onChunk(1,
+    /// chunk)` gets its output (stdout and stderr merged); it must not throw.
+    #[napi(ts_return_type = "Promise<NativeTerminal>")]
+    pub fn terminal<'env>(
+        &self,
+        env: &'env Env,
+        options: NativeTerminalOptions,
+        #[napi(ts_arg_type = "(stream: number, chunk: Buffer) => void")] on_chunk: ChunkCallback,
+        cancel: &NativeCancel,
+    ) -> napi::Result<PromiseRaw<'env, NativeTerminal>> {
+        let (sandbox, cancel) = (self.core().clone(), cancel.call().cancel);
+        promise(env, async move {
+            let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
+            let request = TerminalRequest {
+                command: options.command,
+                cwd: options.cwd.unwrap_or_default(),
+                env: options.env.unwrap_or_default().into_iter().collect(),
+                size: size(options.cols, options.rows)?,
+                timeout: timeout_ms("timeoutMs", options.timeout_ms)?,
+                cancel,
+                output: tx,
+            };
+            let (done, delivered) = oneshot::channel();
+            // Ends when the terminal's run drops its sender, after the last chunk reached JS.
+            spawn(async move {
+                deliver(rx, on_chunk).await;
+                let _ = done.send(());
+            });
+            let terminal = sandbox.terminal(request).await?;
+            Ok(NativeTerminal { inner: Arc::new(terminal), delivered: Mutex::new(Some(delivered)) })
+        })
+    }
+}
+
+#[napi]
+impl NativeTerminal {
+    /// Pid of the terminal's session leader in the sandbox.
+    #[napi(getter)]
+    pub fn pid(&self) -> u32 {
+        self.inner.pid()
+    }
+
+    /// Types bytes into the terminal; resolves once they are on their way.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write<'env>(&self, env: &'env Env, data: Buffer) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (terminal, data) = (self.inner.clone(), Bytes::from_owner(data));
+        promise(env, async move { terminal.write(data).await })
+    }
+
+    /// Resizes the terminal.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn resize<'env>(&self, env: &'env Env, cols: f64, rows: f64) -> napi::Result<PromiseRaw<'env, ()>> {
+        let terminal = self.inner.clone();
+        promise(env, async move { terminal.resize(size(Some(cols), Some(rows))?).await })
+    }
+
+    /// Sends a signal to the terminal's process tree.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn kill<'env>(&self, env: &'env Env, signal: String) -> napi::Result<PromiseRaw<'env, ()>> {
+        let terminal = self.inner.clone();
+        promise(env, async move { terminal.kill(&signal).await })
+    }
+
+    /// HUP, then KILL after 2 s; resolves once it has ended. Idempotent.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let terminal = self.inner.clone();
+        promise(env, async move { terminal.close().await })
+    }
+
+    /// Resolves how it ended, after its last output chunk reached JS.
+    /// Callable once.
+    #[napi(ts_return_type = "Promise<NativeTerminalExit>")]
+    pub fn wait<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, NativeTerminalExit>> {
+        let terminal = self.inner.clone();
+        let delivered = self.delivered.lock().expect("terminal handle poisoned").take();
+        promise(env, async move {
+            let exit = terminal.wait().await;
+            if let Some(delivered) = delivered {
+                let _ = delivered.await;
+            }
+            let exit = exit?;
+            Ok(NativeTerminalExit { exit_code: exit.exit_code, timed_out: exit.timed_out })
+        })
+    }
+}
