@@ -91,11 +91,6 @@ impl Sandbox {
         self
     }
 
-    /// The id the provider's `create` returned (empty when built without one).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
     /// The default working directory.
     pub fn cwd(&self) -> &str {
         &self.cwd
