@@ -311,6 +311,11 @@ export interface SandboxOptions {
    * escalation, no service links, no API token.
    */
   securityProfile?: "restricted" | "baseline";
+  /**
+   * Give the Sandbox a headless Service (`spec.service: true`), so its pod has a cluster DNS
+   * name: see {@link Sandbox.url}. Default: no Service.
+   */
+  service?: boolean;
   /** Merged over the generated pod template as a JSON merge patch (objects merge, arrays replace). */
   podTemplate?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: Record<string, unknown> };
 }
@@ -474,6 +479,16 @@ export interface Sandbox {
    */
   forward(port: number, options?: ForwardOptions): Promise<PortForward>;
   /**
+   * Where `port` is reached from inside the cluster: the Sandbox's headless Service
+   * (`status.serviceFQDN`, resolving to the pod's IP, so every port answers). No request is made:
+   * the name is the one `connect` saw. Throws `unsupported` when the sandbox has no Service (give
+   * it one with `sandbox.service: true`, or `service: true` in a warm pool's SandboxTemplate),
+   * `invalid_request` for a port outside 1..65535. Reaching it also needs a NetworkPolicy that
+   * admits the client (the shipped one admits no ingress) and a server bound to a non-loopback
+   * address (see {@link ListeningPort.loopbackOnly}); from outside the cluster use `forward`.
+   */
+  url(port: number): ServiceUrl;
+  /**
    * Starts a terminal: a command on a TTY (pods/exec with `tty=true` and the
    * resize channel) over one connection, and resolves once the command runs,
    * its size applied. It lives as long as that connection: a cut or stalled
@@ -484,6 +499,15 @@ export interface Sandbox {
    * `unsupported` (no `stty` in the image), `aborted`, `connection_lost`.
    */
   terminal(options: TerminalOptions): Promise<SandboxTerminal>;
+}
+
+/** A port of the sandbox as clients inside the cluster reach it. */
+export interface ServiceUrl {
+  /** `http://<host>:<port>`. */
+  url: string;
+  /** The Service's cluster DNS name, `<sandbox>.<namespace>.svc.<cluster domain>`. */
+  host: string;
+  port: number;
 }
 
 /** A TCP port a sandbox listens on. */

@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
 import { ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, kubectl, skip } from "./cluster.mjs";
-import { provider } from "./sandbox-fixture.mjs";
+import { actorId, getObject, kubectl, namespace, objectName, skip } from "./cluster.mjs";
+import { provider, withSandbox } from "./sandbox-fixture.mjs";
 
 const MiB = 1024 * 1024;
 const BIG = 64 * MiB;
@@ -218,6 +218,26 @@ describe("ports", { skip, timeout: 600_000 }, () => {
       (await import("node:fs")).writeFileSync(file, JSON.stringify({ ...rest, metadata: { name: metadata.name } }));
       kubectl("apply", "-f", file);
     }
+  });
+
+  test("url: without a Service it names the fix; bad ports are invalid_request", () => {
+    assert.throws(() => sandbox.url(PORT), (e) => e.code === ErrorCode.Unsupported && /service: true/.test(e.message));
+    for (const bad of [0, 65536, 1.5, -1, Number.NaN, "80", null, undefined, {}]) {
+      assert.throws(() => sandbox.url(bad), { code: ErrorCode.InvalidRequest }, String(bad));
+    }
+  });
+
+  test("url: a direct sandbox with service: true is named by its headless Service", async () => {
+    const direct = provider({ sandbox: { image: "local/sandbox:latest", service: true }, suspend: "none", cwd: "/tmp" }).p;
+    await withSandbox(direct, "ports-url", async (c, sid) => {
+      const box = await direct.connect(c, sid);
+      const name = objectName(sid);
+      const fqdn = getObject("sandboxes.agents.x-k8s.io", name).status.serviceFQDN;
+      assert.ok(fqdn.startsWith(`${name}.${namespace}.svc.`), fqdn);
+      assert.deepEqual(box.url(8080), { url: `http://${fqdn}:8080`, host: fqdn, port: 8080 });
+      // The controller made it: headless, so the name resolves to the pod's IP.
+      assert.equal(getObject("services", name).spec.clusterIP, "None");
+    });
   });
 
   test("destroy through the provider closes open forwards and exchanges", async () => {

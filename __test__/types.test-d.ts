@@ -13,6 +13,7 @@ import {
   type TransferTotals,
   type SandboxTerminal,
   type TerminalExit,
+  type ServiceUrl,
 } from "@rivet-dev/sandbox-adapter-kubernetes";
 
 import type {
@@ -182,6 +183,10 @@ async function ports(p: AgentSandboxProvider, c: SandboxActorContext): Promise<n
   const u: string = f.url;
   await f.close();
   await f.closed;
+  const { url, host, port }: ServiceUrl = s.url(3000);
+  void [url, host, port];
+  // @ts-expect-error url is synchronous
+  await s.url(3000).then(() => 0);
   // @ts-expect-error ports are numbers
   await s.fetch("3000", "/");
   // @ts-expect-error verify is a boolean

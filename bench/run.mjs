@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --only=exec,processes,ranges,usage,stream,files,lifecycle]
+// npm run bench [-- --quick] [-- --only=exec,processes,ranges,usage,terminal,stream,files,lifecycle]
 // npm run bench -- --scale [--quick] [--compare=<git-rev>]   (bench/scale.mjs)
 // npm run bench -- --ports [--quick]   (bench/ports.mjs)
 //
@@ -159,6 +159,10 @@ try {
       await measure("read-range", "read-range", { n: CFG.procN, bytes: 1 << 30, path: "/tmp/bench-range.bin" }, rep, ["package"]);
     }
     if (want("usage") && havePackage) await measure("usage", "usage", { n: CFG.procN }, rep, ["package"]);
+    // A keystroke's round trip through a TTY exec (the kernel's echo), against client-node's tty exec.
+    if (want("terminal")) {
+      await measure("terminal-echo", "terminal-echo", { n: CFG.seqN }, rep, alts.filter((a) => a === "package" || a === "client-node"));
+    }
     for (const b of CFG.streams) await measure(`stream-${b}`, "stream", { bytes: b }, rep);
     for (const b of CFG.files) {
       // The alternatives write the same path in turn; reads see the last write (same size).

@@ -58,6 +58,13 @@ async function main() {
     }
     case "usage":
       return sequential(params.n, () => alt.usage());
+    case "terminal-echo": {
+      const term = await alt.terminal();
+      for (let i = 0; i < 3; i++) await term.key(); // warm-up
+      const m = await sequential(params.n, () => term.key());
+      await term.close();
+      return m;
+    }
     default:
       throw new Error(`unknown op ${op}`);
   }

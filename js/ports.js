@@ -113,6 +113,16 @@ export function portMethods(native, track) {
     /** TCP ports listening in the sandbox: [{ port, address, family, loopbackOnly }]. */
     listeningPorts,
 
+    /** `{ url, host, port }` of `port` through the sandbox's Service, for clients inside the cluster. */
+    url(port) {
+      try {
+        const u = native.url(port);
+        return { url: u.url, host: u.host, port: u.port };
+      } catch (err) {
+        throw fromNative(err);
+      }
+    },
+
     /**
      * A local listener (default 127.0.0.1, a free port) whose every
      * connection is tunnelled to `port` in the sandbox.

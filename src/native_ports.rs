@@ -15,7 +15,7 @@ use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use sandbox_core::exec::Tunnel;
-use sandbox_core::ports::{port, ListeningPort};
+use sandbox_core::ports::{port, ListeningPort, ServiceUrl};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +50,23 @@ impl From<ListeningPort> for NativeListeningPort {
             family: p.family.to_owned(),
             loopback_only: p.loopback_only,
         }
+    }
+}
+
+/// Where a port is reached inside the cluster (the sandbox's Service).
+#[napi(object)]
+pub struct NativeServiceUrl {
+    /// `http://<host>:<port>`.
+    pub url: String,
+    /// The Service's cluster DNS name.
+    pub host: String,
+    /// The port.
+    pub port: u32,
+}
+
+impl From<ServiceUrl> for NativeServiceUrl {
+    fn from(u: ServiceUrl) -> Self {
+        NativeServiceUrl { url: u.url, host: u.host, port: u32::from(u.port) }
     }
 }
 
@@ -119,6 +136,13 @@ impl NativeSandbox {
     ) -> napi::Result<PromiseRaw<'env, Vec<NativeListeningPort>>> {
         let (sandbox, call) = (self.core().clone(), cancel.call());
         promise(env, async move { Ok(sandbox.listening_ports(call).await?.into_iter().map(Into::into).collect()) })
+    }
+
+    /// The in-cluster URL of `port` through the sandbox's Service.
+    #[napi]
+    pub fn url(&self, port_number: f64) -> napi::Result<NativeServiceUrl> {
+        let port = port("port", port_number).map_err(to_napi)?;
+        self.core().url(port).map(Into::into).map_err(to_napi)
     }
 
     /// Opens one connection to `port` in the sandbox; bytes from it go to

@@ -4,7 +4,8 @@
 // Writables.
 
 import { Exec, KubeConfig } from "@kubernetes/client-node";
-import { Readable, Writable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
+import { echoer } from "../lib/measure.mjs";
 
 export async function open(t) {
   const kc = new KubeConfig();
@@ -49,6 +50,14 @@ export async function open(t) {
       ok(await run(["sh", "-c", 'cat > "$1"', "sh", path], { stdin: data }));
     },
     readFile: async (path) => Buffer.concat(ok(await run(["cat", "--", path])).stdout),
+    // Exec with tty=true, as client-node offers it: `cat` on the pod's TTY.
+    terminal: () =>
+      echoer(async (onData) => {
+        const stdin = new PassThrough();
+        const stdout = new Writable({ write: (c, _e, cb) => (onData(c), cb()) });
+        const ws = await ex.exec(t.namespace, t.pod, t.container, ["cat"], stdout, null, stdin, true);
+        return { write: (key) => void stdin.write(key), close: () => ws.close() };
+      }),
   };
 }
 

@@ -3,6 +3,7 @@
 // NAPI_RS_NATIVE_LIBRARY_PATH at.
 
 import { agentSandboxProvider } from "../../index.js";
+import { echoer } from "../lib/measure.mjs";
 
 /** Provider options of a measurement: defaults, plus the target's own. */
 export function providerOptions(t) {
@@ -29,6 +30,10 @@ export async function open(t) {
     readFile: (path) => sb.readFile(path, { maxBytes: 1 << 30 }),
     readRange: (path, offset, length) => sb.readFile(path, { offset, length, maxBytes: length }),
     usage: () => sb.usage(),
+    terminal: () => echoer(async (onData) => {
+      const t = await sb.terminal({ command: "cat", cwd: "/", onData });
+      return { write: (key) => t.write(key), close: () => t.close() };
+    }),
     // Package-only operations (background processes).
     execReattach: async (cmd) => ok(await sb.exec(cmd, { cwd: "/", reattach: true })).stdout,
     /** spawn → the first chunk of its output reaches onOutput. */

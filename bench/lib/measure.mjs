@@ -111,3 +111,30 @@ export function testData(bytes) {
   for (let off = 0; off < bytes; off += unit.length) unit.copy(out, off);
   return out;
 }
+
+/**
+ * A terminal whose keystrokes are timed: `open(onData)` starts one (running
+ * `cat`, so the TTY's own echo answers each key) and returns `{ write, close }`;
+ * `key()` types one letter and resolves once its echo came back.
+ */
+export async function echoer(open) {
+  let waiting = null;
+  const t = await open((chunk) => {
+    if (waiting && Buffer.from(chunk).includes(waiting.byte)) {
+      const w = waiting;
+      waiting = null;
+      w.resolve();
+    }
+  });
+  let n = 0;
+  return {
+    key: () =>
+      new Promise((resolve, reject) => {
+        // Letters in turn, so an echo of the previous key cannot answer this one.
+        const byte = 97 + (n++ % 26);
+        waiting = { byte, resolve };
+        Promise.resolve(t.write(String.fromCharCode(byte))).catch(reject);
+      }),
+    close: () => t.close(),
+  };
+}

@@ -25,6 +25,8 @@ export function metricDefs(cfg) {
     { id: "proc.polled.p50", group: "processes (package only)", label: "spawn → exit seen by poll, p50", key: "spawn-polled", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "range.p50", group: "ranged read (package only)", label: "4 KiB at the end of a 1 GiB file, p50", key: "read-range", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "range.whole", group: "ranged read (package only)", label: "whole readFile of the same 1 GiB file", key: "read-range", get: (r) => r.wholeMs, unit: "ms", better: "lower" },
+    { id: "terminal.p50", group: "terminal", label: "keystroke echo round trip, p50", key: "terminal-echo", get: (r) => r.p50, unit: "ms", better: "lower" },
+    { id: "terminal.p99", group: "terminal", label: "keystroke echo round trip, p99", key: "terminal-echo", get: (r) => r.p99, unit: "ms", better: "lower" },
     { id: "usage.p50", group: "usage (package only)", label: "usage(), p50", key: "usage", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "usage.p99", group: "usage (package only)", label: "usage(), p99", key: "usage", get: (r) => r.p99, unit: "ms", better: "lower" },
   ];

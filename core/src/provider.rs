@@ -15,7 +15,7 @@ use crate::client::requests::Requests;
 use crate::config::ProviderConfig;
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::ExecEngine;
-use crate::lifecycle::{EventSink, Lifecycle};
+use crate::lifecycle::{Connected, EventSink, Lifecycle};
 use crate::sandbox::{Activity, Sandbox};
 use crate::trace;
 
@@ -141,17 +141,17 @@ impl Provider {
                 None => "gone".to_owned(),
             });
             let Some(connected) = connected.await? else { return Ok(None) };
-            let target = connected.target;
+            let Connected { target, service, fresh } = connected;
             // An exec costs as much as the rest of a warm connect: skip it
             // where no process can have been left behind.
-            if !connected.fresh {
+            if !fresh {
                 match parts.engine.sweep_orphans(&target).await {
                     Err(e) if e.code == ErrorCode::ConnectionLost && rounds == 1 => continue,
                     swept => swept?,
                 }
             }
             let sandbox = Sandbox::new(parts.engine.clone(), target, self.config.cwd.clone(), self.config.limits);
-            return Ok(Some(sandbox.with_activity(id, Parts::activity(parts))));
+            return Ok(Some(sandbox.with_activity(id, Parts::activity(parts)).with_service(service)));
         }
     }
 

@@ -18,7 +18,7 @@ use crate::args::{ByteRange, Limits};
 use crate::error::{Error, Result};
 use crate::exec::{Call, ExecEngine, ExecRequest, ExecResult, ExecTarget, Terminal, TerminalRequest, Tunnel};
 use crate::files::{self, FileStat, RemoveOptions};
-use crate::ports::{self, ListeningPort};
+use crate::ports::{self, ListeningPort, ServiceUrl};
 use crate::process::{self, Answer, Kill, Pollers, ProcessChunk, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest};
 use crate::transfer::{self, Totals};
 use crate::usage::{self, Usage};
@@ -35,6 +35,8 @@ pub struct Sandbox {
     /// The sandbox's id, as the provider's `create` returned it.
     id: String,
     activity: Activity,
+    /// The DNS name of the Sandbox's Service, if it has one.
+    service: Option<String>,
 }
 
 /// Told of every call a sandbox serves, with the sandbox's id: the provider
@@ -81,6 +83,7 @@ impl Sandbox {
             pollers: Arc::default(),
             id: String::new(),
             activity: Activity::default(),
+            service: None,
         }
     }
 
@@ -89,6 +92,18 @@ impl Sandbox {
         self.id = id.to_owned();
         self.activity = activity;
         self
+    }
+
+    /// The same sandbox reachable in the cluster through the Service
+    /// `service_fqdn` (the Sandbox's `status.serviceFQDN`).
+    pub fn with_service(mut self, service_fqdn: Option<String>) -> Self {
+        self.service = service_fqdn;
+        self
+    }
+
+    /// The in-cluster URL of `port` (see [`ports::service_url`]).
+    pub fn url(&self, port: u16) -> Result<ServiceUrl> {
+        ports::service_url(&self.target.pod, self.service.as_deref(), port)
     }
 
     /// The default working directory.

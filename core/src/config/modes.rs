@@ -62,6 +62,9 @@ pub struct DirectMode {
     pub annotations: BTreeMap<String, String>,
     /// The pod's and container's security settings.
     pub security_profile: SecurityProfile,
+    /// Give the Sandbox a headless Service (`spec.service`), so its pod has
+    /// a cluster DNS name (`sandbox.url(port)`).
+    pub service: bool,
     /// `{ metadata?, spec? }` merged over the generated pod template
     /// (RFC 7386 JSON merge patch: objects merge, arrays replace).
     pub pod_template: Option<Value>,
@@ -120,6 +123,7 @@ impl std::fmt::Debug for DirectMode {
             .field("labels", &self.labels)
             .field("annotations", &self.annotations)
             .field("security_profile", &self.security_profile)
+            .field("service", &self.service)
             .field("pod_template", &self.pod_template.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -203,6 +207,7 @@ pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
             return Err(s.error("securityProfile", format!("must be \"restricted\" or \"baseline\", got {other:?}")))
         }
     };
+    let service = s.get::<bool>("service")?.unwrap_or(false);
     let pod_template = s.raw("podTemplate").cloned();
     if let Some(t) = &pod_template {
         let mut f = Fields::new(&s.name("podTemplate"), t)?;
@@ -224,6 +229,7 @@ pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
         labels,
         annotations,
         security_profile,
+        service,
         pod_template,
     })
 }

@@ -50,7 +50,8 @@ struct Call<'a> {
 
 /// How waiting for readiness ended.
 enum Outcome {
-    Ready(Box<Pod>),
+    /// The pod, and the Sandbox's Service DNS name if it has one.
+    Ready { pod: Box<Pod>, service: Option<String> },
     /// The claim or (direct mode) the Sandbox no longer exists.
     Gone,
     /// The claim now points at another Sandbox (its old one was deleted).
@@ -92,7 +93,9 @@ impl Lifecycle {
                 (id.name.clone(), None)
             };
             match self.bring_up(call, &sandbox_name, claims).await? {
-                Outcome::Ready(pod) => return self.target(&id, &sandbox_name, &pod, fresh.is_some()).map(Some),
+                Outcome::Ready { pod, service } => {
+                    return self.target(&id, &sandbox_name, &pod, service, fresh.is_some()).map(Some)
+                }
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
             }
@@ -206,12 +209,12 @@ impl Lifecycle {
                         ev.emit(launch_event(&sb, name, id), Some(name), None, None);
                     }
                     ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
-                    return Ok(Outcome::Ready(Box::new(pod)));
+                    return Ok(Outcome::Ready { pod: Box::new(pod), service: service_fqdn(&sb) });
                 }
             }
         }
         let outcome = self.wait_ready(call, name, claims).await?;
-        if let Outcome::Ready(pod) = &outcome {
+        if let Outcome::Ready { pod, .. } = &outcome {
             let node = readiness::scheduled_node(pod);
             if resumed {
                 ev.emit(EventKind::Resumed, Some(name), node, None);
@@ -294,7 +297,9 @@ impl Lifecycle {
                 }
             }
             Some(match verdict {
-                Readiness::Ready => Step::Done(Outcome::Ready(p.clone().unwrap_or_default())),
+                Readiness::Ready => {
+                    Step::Done(Outcome::Ready { pod: p.clone().unwrap_or_default(), service: service_fqdn(sb) })
+                }
                 Readiness::Waiting(why) => Step::Waiting(why),
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })
@@ -307,7 +312,7 @@ impl Lifecycle {
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
-    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, fresh: bool) -> Result<Connected> {
+    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, service: Option<String>, fresh: bool) -> Result<Connected> {
         let containers: Vec<&str> =
             pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
@@ -324,8 +329,13 @@ impl Lifecycle {
                 .ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
         let target = ExecTarget { namespace: id.namespace.clone(), pod: name.to_string(), container: Some(container) };
-        Ok(Connected { target, fresh })
+        Ok(Connected { target, service, fresh })
     }
+}
+
+/// The DNS name of the Sandbox's Service, if it has one.
+fn service_fqdn(sb: &SandboxObject) -> Option<String> {
+    sb.status.as_ref().and_then(|s| s.service_fqdn.clone()).filter(|h| !h.is_empty())
 }
 
 /// `adopted` or `cold_start`: how the claim got the Sandbox `name`.

@@ -164,6 +164,9 @@ pub fn sandbox(
     }
     spec.insert("podTemplate".into(), pod_template);
     spec.insert("operatingMode".into(), json!("Running"));
+    if d.service {
+        spec.insert("service".into(), json!(true));
+    }
     if let Some(t) = shutdown_time {
         spec.insert("shutdownTime".into(), json!(t));
         spec.insert("shutdownPolicy".into(), json!("Delete"));
@@ -239,6 +242,11 @@ mod tests {
         assert_eq!(m["spec"]["shutdownPolicy"], json!("Delete"));
         assert_eq!(m["metadata"]["labels"]["team"], json!("t"));
         assert_eq!(m["metadata"]["annotations"][names::ACTOR_ANNOTATION], json!("actor"));
+        // No Service unless asked: unset keeps the controller from making one.
+        assert_eq!(m["spec"].get("service"), None);
+        let c = config(json!({ "namespace": "ns", "suspend": "none", "sandbox": { "image": "img", "service": true } }));
+        let Mode::Direct(d) = &c.mode else { panic!() };
+        assert_eq!(sandbox(&c, d, "sbx-1", "ns", "actor", None)["spec"]["service"], json!(true));
     }
 
     /// The default pod meets the Pod Security Standard "restricted" (the

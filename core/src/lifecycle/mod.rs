@@ -59,6 +59,8 @@ pub struct Connected {
     /// The pod (= Sandbox name) and container: the `container` option or the
     /// pod's first.
     pub target: ExecTarget,
+    /// The Sandbox's Service DNS name (`status.serviceFQDN`), if it has one.
+    pub service: Option<String>,
     /// Created by this process and connected for the first time: no exec can
     /// have left processes in the pod, so there is nothing to sweep.
     pub fresh: bool,

@@ -137,6 +137,10 @@ pub struct SandboxStatus {
     pub conditions: Vec<Condition>,
     /// Node of the pod.
     pub node_name: Option<String>,
+    /// `<service>.<namespace>.svc.<cluster domain>` when the Sandbox has a
+    /// Service; empty or absent without one.
+    #[serde(rename = "serviceFQDN")]
+    pub service_fqdn: Option<String>,
 }
 
 /// A Sandbox (`agents.x-k8s.io/v1beta1`).

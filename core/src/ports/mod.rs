@@ -31,6 +31,34 @@ pub struct ListeningPort {
     pub loopback_only: bool,
 }
 
+/// Where a server in the sandbox is reached inside the cluster: through the
+/// Sandbox's headless Service, whose DNS name resolves to the pod's IP (so
+/// every port of the pod answers, listed in the Service or not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceUrl {
+    /// `http://<host>:<port>`.
+    pub url: String,
+    /// The Service's cluster DNS name (the Sandbox's `status.serviceFQDN`).
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+/// The in-cluster URL of `port` through the Service named `service_fqdn`;
+/// `unsupported` naming the fix when the sandbox has no Service.
+pub fn service_url(sandbox: &str, service_fqdn: Option<&str>, port: u16) -> Result<ServiceUrl> {
+    let Some(host) = service_fqdn.filter(|h| !h.is_empty()) else {
+        return Err(Error::new(
+            ErrorCode::Unsupported,
+            format!(
+                "sandbox {sandbox} has no Service, so no URL reaches it: set `sandbox.service: true` (direct mode) \
+                 or `service: true` in the warm pool's SandboxTemplate, or use sandbox.forward()/fetch()"
+            ),
+        ));
+    };
+    Ok(ServiceUrl { url: format!("http://{host}:{port}"), host: host.to_owned(), port })
+}
+
 /// A port argument: a whole number in 1..=65535, else `invalid_request`.
 pub fn port(name: &str, value: f64) -> Result<u16> {
     if value.fract() == 0.0 && (1.0..=65535.0).contains(&value) {
@@ -112,6 +140,18 @@ fn parse_local(local: &str) -> Option<ListeningPort> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_gives_a_url_and_none_names_the_fix() {
+        let url = service_url("sb", Some("sb.ns.svc.cluster.local"), 3000).unwrap();
+        assert_eq!(url.url, "http://sb.ns.svc.cluster.local:3000");
+        assert_eq!((url.host.as_str(), url.port), ("sb.ns.svc.cluster.local", 3000));
+        for none in [None, Some("")] {
+            let e = service_url("sb", none, 3000).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unsupported);
+            assert!(e.message.contains("service: true"), "{}", e.message);
+        }
+    }
 
     #[test]
     fn listen_rows_parse_and_others_are_skipped() {
