@@ -66,45 +66,29 @@ impl ToNapiValue for JsChunk {
     }
 }
 
+/// A chunk of output as delivery sees it.
+pub struct Part {
+    stream: Stream,
+    data: Bytes,
+    /// Where a reader resumes after it, for output that has one.
+    sequence: Option<u64>,
+}
+
 /// A chunk that can be merged with the next ones of its stream.
 pub trait Piece: Send + 'static {
-    /// Its stream.
-    fn stream(&self) -> Stream;
-    /// Its bytes.
-    fn bytes(&self) -> &Bytes;
-    /// Its bytes, moved out.
-    fn into_bytes(self) -> Bytes;
-    /// Where a reader resumes after it, for output that has one.
-    fn sequence(&self) -> Option<u64>;
+    /// What delivery needs of it.
+    fn into_part(self) -> Part;
 }
 
 impl Piece for OutputChunk {
-    fn stream(&self) -> Stream {
-        self.stream
-    }
-    fn bytes(&self) -> &Bytes {
-        &self.data
-    }
-    fn into_bytes(self) -> Bytes {
-        self.data
-    }
-    fn sequence(&self) -> Option<u64> {
-        None
+    fn into_part(self) -> Part {
+        Part { stream: self.stream, data: self.data, sequence: None }
     }
 }
 
 impl Piece for ProcessChunk {
-    fn stream(&self) -> Stream {
-        self.stream
-    }
-    fn bytes(&self) -> &Bytes {
-        &self.data
-    }
-    fn into_bytes(self) -> Bytes {
-        self.data
-    }
-    fn sequence(&self) -> Option<u64> {
-        Some(self.sequence)
+    fn into_part(self) -> Part {
+        Part { stream: self.stream, data: self.data, sequence: Some(self.sequence) }
     }
 }
 
@@ -147,24 +131,25 @@ where
 /// producer carries on without it).
 pub async fn deliver<P: Piece>(mut rx: mpsc::Receiver<P>, callback: ChunkCallback) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut next: Option<P> = None;
+    let mut next: Option<Part> = None;
     loop {
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         let first = match next.take() {
-            Some(chunk) => chunk,
+            Some(part) => part,
             None => match rx.recv().await {
-                Some(chunk) => chunk,
+                Some(chunk) => chunk.into_part(),
                 None => break,
             },
         };
-        let stream = first.stream();
-        let mut size = first.bytes().len();
-        let mut pieces = vec![first];
+        let (stream, mut sequence) = (first.stream, first.sequence);
+        let mut size = first.data.len();
+        let mut pieces = vec![first.data];
         while size < COALESCE_BYTES {
-            match rx.try_recv() {
-                Ok(chunk) if chunk.stream() == stream => {
-                    size += chunk.bytes().len();
-                    pieces.push(chunk);
+            match rx.try_recv().map(Piece::into_part) {
+                Ok(part) if part.stream == stream => {
+                    size += part.data.len();
+                    sequence = part.sequence;
+                    pieces.push(part.data);
                 }
                 Ok(other) => {
                     next = Some(other);
@@ -173,12 +158,10 @@ pub async fn deliver<P: Piece>(mut rx: mpsc::Receiver<P>, callback: ChunkCallbac
                 Err(_) => break,
             }
         }
-        let sequence = pieces.last().and_then(Piece::sequence).map(|s| s as f64);
-        let data = JsChunk(pieces.into_iter().map(Piece::into_bytes).collect());
         // The slot is released when the JS call has returned (or thrown: the
         // JS wrapper catches user errors, and the callback ignores the result).
         let status = callback.call_with_return_value(
-            FnArgs::from((stream_code(stream), data, sequence)),
+            FnArgs::from((stream_code(stream), JsChunk(pieces), sequence.map(|s| s as f64))),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |_, _| {
                 drop(slot);
