@@ -101,6 +101,13 @@ impl NativeTunnel {
     }
 }
 
+/// `value` if it is a TCP port number, else the core's `invalid_request`
+/// naming it `name`: `js/ports.js` asks before it opens anything.
+#[napi]
+pub fn check_port(name: String, value: f64) -> napi::Result<u32> {
+    port(&name, value).map(u32::from).map_err(to_napi)
+}
+
 #[napi]
 impl NativeSandbox {
     /// The TCP ports listening in the sandbox's network.
