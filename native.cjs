@@ -844,4 +844,5 @@ module.exports.NativeTask = nativeBinding.NativeTask
 module.exports.NativeTerminal = nativeBinding.NativeTerminal
 module.exports.NativeTunnel = nativeBinding.NativeTunnel
 module.exports.NativeUpload = nativeBinding.NativeUpload
+module.exports.checkPort = nativeBinding.checkPort
 module.exports.errorCodes = nativeBinding.errorCodes

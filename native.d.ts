@@ -232,6 +232,12 @@ export declare class NativeUpload {
 }
 
 /**
+ * `value` if it is a TCP port number, else the core's `invalid_request`
+ * naming it `name`: `js/ports.js` asks before it opens anything.
+ */
+export declare function checkPort(name: string, value: number): number
+
+/**
  * Every error code the addon can reject with, in the core's order;
  * `js/errors.js` exports them as the `ErrorCode` object.
  */
