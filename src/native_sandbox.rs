@@ -3,7 +3,7 @@
 //! decoding, error codes).
 //!
 //! Exec is split in two so JS can abort it: the sync `startExec` starts the
-//! command as a [`Task`] and returns its `NativeTask` handle with `abort()`
+//! command as a `Task` and returns its `NativeTask` handle with `abort()`
 //! and `wait()` (napi's `AbortSignal` is `!Send` and cannot reach an async
 //! fn). Output reaches JS through one weak thread-safe callback with
 //! backpressure (see `delivery`).

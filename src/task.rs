@@ -1,5 +1,5 @@
 //! Work that outlives the napi call that starts it (an exec, a follow or a
-//! wait, a transfer, a tunnel, a terminal's output): one [`Task`] each, the
+//! wait, a transfer, a tunnel, a terminal's output): one `Task` each, the
 //! handle every such class holds, and [`NativeTask`], the class of the ones
 //! JS only aborts and awaits (`js/tasks.js`).
 //!
