@@ -28,17 +28,6 @@ export declare class NativeDownload {
   abort(): void
 }
 
-/** A running command. */
-export declare class NativeExec {
-  /** Kills the command (its process tree) and makes `wait()` reject with `aborted`. */
-  abort(): void
-  /**
-   * Resolves when the command ends and every chunk has been delivered.
-   * Callable once.
-   */
-  wait(): Promise<NativeExecResult>
-}
-
 /** A spawned process. */
 export declare class NativeProcess {
   /** Process id (pass to `sandbox.process(id)` to find it again). */
@@ -55,12 +44,16 @@ export declare class NativeProcess {
    */
   poll(after: number | undefined | null, cancel: NativeCancel): Promise<NativeProcessPoll>
   /**
-   * Streams chunks after `after` to `onOutput(sequence, stream, chunk)` as
-   * they are written, until the process ends.
+   * Streams chunks after `after` to `onOutput(stream, chunk, sequence)`
+   * as they are written, until the process ends. `wait()` resolves with
+   * a `NativeProcessEnd`.
    */
-  startFollow(after?: number | undefined | null, onOutput?: ((sequence: number, stream: number, chunk: Buffer) => void) | null | undefined): NativeProcessTask
-  /** Resolves when the process has exited (also long after). */
-  startWait(): NativeProcessTask
+  startFollow(after?: number | undefined | null, onOutput?: ((stream: number, chunk: Buffer, sequence: number) => void) | null | undefined): NativeTask
+  /**
+   * Resolves when the process has exited (also long after). `wait()`
+   * resolves with a `NativeProcessEnd`.
+   */
+  startWait(): NativeTask
   /** Writes to the process's stdin (spawned with `stdin: true`). */
   writeStdin(data: Buffer, cancel: NativeCancel): Promise<void>
   /** Closes the process's stdin. */
@@ -70,20 +63,6 @@ export declare class NativeProcess {
    * ends them for sure (TERM, 2 s of grace, KILL).
    */
   kill(signal: string | undefined | null, cancel: NativeCancel): Promise<void>
-}
-
-/** A running follow or wait. */
-export declare class NativeProcessTask {
-  /**
-   * Stops following or waiting (the process goes on); `wait()` rejects
-   * with `aborted`.
-   */
-  abort(): void
-  /**
-   * Resolves when the process has ended (and, for follow, every chunk
-   * reached the callback). Callable once.
-   */
-  wait(): Promise<NativeProcessEnd>
 }
 
 /** One provider configuration with its Kubernetes client and exec engine. */
@@ -106,6 +85,12 @@ export declare class NativeProvider {
   suspend(actorId: string, id: string): Promise<void>
   /** Requests sent so far and the shared watches (see `Provider::stats`). */
   stats(): { requests: Record<string, number>; watches: number; failing: number; lists: number }
+  /**
+   * Background tasks still running: its TTL touches and the tasks of its
+   * sandboxes (execs, follows, waits, transfers, tunnels, terminals).
+   * For tests.
+   */
+  backgroundTasks(): number
   /** Deletes the sandbox and waits until nothing of it is left. */
   destroy(actorId: string, id: string): Promise<void>
 }
@@ -129,9 +114,10 @@ export declare class NativeSandbox {
   get cwd(): string
   /**
    * Starts a command. `onChunk(stream, chunk)` gets stdout (1) and stderr
-   * (2) chunks in arrival order; it must not throw.
+   * (2) chunks in arrival order; it must not throw. `wait()` resolves
+   * with a `NativeExecResult`.
    */
-  startExec(command: string, options: NativeExecOptions, onChunk?: ((stream: number, chunk: Buffer) => void) | null | undefined): NativeExec
+  startExec(command: string, options: NativeExecOptions, onChunk?: ((stream: number, chunk: Buffer) => void) | null | undefined): NativeTask
   /**
    * Reads a regular file (binary), whole or from `offset`, at most
    * `length` bytes. `maxBytes` defaults to 100 MiB.
@@ -168,13 +154,25 @@ export declare class NativeSandbox {
   startDownload(path: string, options: NativeTransferOptions): NativeDownload
   /** Downloads the tree under `path` into the local directory `to`. */
   downloadTo(path: string, to: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
-  /**
-   * Uploads a local directory (`source_dir`) or whole archive bytes
-   * (`source_bytes`) into `dir`.
-   */
-  upload(sourceDir: string | undefined | null, sourceBytes: Buffer | undefined | null, dir: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
+  /** Uploads a local directory (a path) or whole archive bytes into `dir`. */
+  upload(source: string | Buffer, dir: string, options: NativeTransferOptions, cancel: NativeCancel): Promise<NativeTotals>
   /** Starts an upload whose archive comes through `write()`. */
   startUpload(dir: string, options: NativeTransferOptions): NativeUpload
+}
+
+/** A running exec, follow or wait. */
+export declare class NativeTask {
+  /**
+   * Stops the work (an exec's process tree is killed; a followed or
+   * awaited process goes on); `wait()` rejects with `aborted`.
+   */
+  abort(): void
+  /**
+   * Resolves when the work has ended and every chunk reached the
+   * callback: an exec with its result, a follow or wait with the
+   * process's end. Callable once.
+   */
+  wait(): Promise<NativeExecResult | NativeProcessEnd>
 }
 
 /** A running terminal. */
@@ -232,6 +230,12 @@ export declare class NativeUpload {
   /** Stops the upload and kills the sandbox's `tar`. */
   abort(): void
 }
+
+/**
+ * `value` if it is a TCP port number, else the core's `invalid_request`
+ * naming it `name`: `js/ports.js` asks before it opens anything.
+ */
+export declare function checkPort(name: string, value: number): number
 
 /**
  * Every error code the addon can reject with, in the core's order;
@@ -365,10 +369,8 @@ export interface NativeSpawnOptions {
   cwd?: string
   /** Extra environment variables. */
   env?: Record<string, string>
-  /** Bytes for stdin, then EOF. */
-  stdin?: Buffer
-  /** Keep stdin open for `writeStdin`. */
-  stdinOpen?: boolean
+  /** Bytes for stdin, then EOF; `true`: keep stdin open for `writeStdin`. */
+  stdin?: Buffer | boolean
   /** Kill after this many ms (enforced in the sandbox). */
   timeoutMs?: number
   /** Bytes kept of each of stdout and stderr; default 32 MiB, at most 64 MiB. */

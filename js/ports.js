@@ -9,6 +9,7 @@ import net from "node:net";
 import { Duplex, Readable } from "node:stream";
 
 import { abortError, fromNative, invalidRequest, withCode } from "./errors.js";
+import { native as addon } from "./native.js";
 import { callOptions, callWithSignal, isSignal } from "./tasks.js";
 
 /**
@@ -38,12 +39,16 @@ export class OpenPorts {
   }
 }
 
-/** `port` as a number in 1..65535, else `invalid_request`. */
+/** `port` as a number in 1..65535 (the addon checks the number), else `invalid_request`. */
 function checkPort(port, name = "port") {
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+  if (typeof port !== "number") {
     throw invalidRequest(`${name} must be an integer from 1 to 65535, got ${String(port)}; nothing was opened`);
   }
-  return port;
+  try {
+    return addon.checkPort(name, port);
+  } catch (err) {
+    throw fromNative(err);
+  }
 }
 
 /**

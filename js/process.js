@@ -37,7 +37,7 @@ export function wrapProcess(native) {
       checkSequence(after);
       if (onOutput !== undefined && typeof onOutput !== "function") throw invalidRequest("onOutput must be a function");
       if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
-      const deliver = onOutput ? (sequence, stream, data) => onOutput(chunk(sequence, stream, data)) : undefined;
+      const deliver = onOutput ? (stream, data, sequence) => onOutput(chunk(sequence, stream, data)) : undefined;
       const end = await runTask((onChunk) => native.startFollow(after ?? undefined, onChunk), deliver, signal ?? undefined);
       return { ...exit(end.exit), truncated: end.truncated };
     },
@@ -100,8 +100,9 @@ function exit(e) {
   return { exitCode: e.exitCode ?? null, signal: e.signal ?? null, timedOut: e.timedOut, lost: e.lost };
 }
 
+// Only the type: the addon checks the number (sandbox_core::args::sequence).
 function checkSequence(after) {
-  if (after !== undefined && after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
+  if (after !== undefined && after !== null && typeof after !== "number") {
     throw invalidRequest(`after must be the sequence of a chunk (a non-negative integer), got ${String(after)}`);
   }
 }

@@ -88,8 +88,7 @@ export function wrapSandbox(native, track = () => () => {}) {
       const native_options = {
         cwd: cwd ?? undefined,
         env: env == null ? undefined : stringEnv(env),
-        stdin: stdin == null || stdin === true ? undefined : toBuffer(stdin, "stdin"),
-        stdinOpen: stdin === true,
+        stdin: stdin == null ? undefined : stdin === true ? true : toBuffer(stdin, "stdin"),
         timeoutMs: timeoutMs ?? undefined,
         maxOutputBytes: maxOutputBytes ?? undefined,
       };

@@ -29,8 +29,8 @@ export function transferCalls(native) {
         throw invalidRequest("upload: overwrite must be a boolean");
       }
       if (typeof source === "string" || source instanceof Uint8Array) {
-        const [sourceDir, bytes] = typeof source === "string" ? [source, undefined] : [undefined, toBuffer(source, "source")];
-        return callWithSignal(options, "upload", (cancel) => native.upload(sourceDir, bytes, dir, opts, cancel));
+        const from = typeof source === "string" ? source : toBuffer(source, "source");
+        return callWithSignal(options, "upload", (cancel) => native.upload(from, dir, opts, cancel));
       }
       if (source === null || typeof source !== "object" || typeof (/** @type {any} */ (source)[Symbol.asyncIterator]) !== "function") {
         throw invalidRequest("upload: source must be a directory path, a Uint8Array or an AsyncIterable<Uint8Array> of a tar archive");

@@ -1,5 +1,5 @@
-//! Delivering output (of an exec, or of a followed process) to a JS callback,
-//! with backpressure.
+//! Delivering output (of an exec, a followed process, a terminal or a
+//! tunnel) to a JS callback, with backpressure: one [`deliver`] for all.
 //!
 //! At most [`IN_FLIGHT`] calls are queued to the JS thread; each returns its
 //! slot when the JS callback has run. A slow JS consumer therefore stops
@@ -14,6 +14,7 @@
 //! buffers (a 64 KiB allocation each, unseen by the GC) let RSS grow by
 //! hundreds of MiB on bulk output. The copy is also where merging happens.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,20 +23,23 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
 use sandbox_core::exec::{OutputChunk, Stream};
 use sandbox_core::process::ProcessChunk;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 
 /// Largest merged batch handed to JS in one call.
 const COALESCE_BYTES: usize = 1024 * 1024;
 /// Calls queued to the JS thread at once.
 const IN_FLIGHT: usize = 4;
+/// Chunks queued between the core and delivery.
+const DEPTH: usize = 16;
 
-/// The exec callback `(stream: 1 | 2, chunk: Buffer) => void`, weak (it never
+/// What the output callback gets: the stream (1 stdout, 2 stderr), the
+/// bytes, and for a followed process the last merged chunk's sequence
+/// (`null` for other output).
+type ChunkArgs = FnArgs<(u32, JsChunk, Option<f64>)>;
+
+/// The output callback `(stream, chunk, sequence) => void`, weak (it never
 /// keeps Node alive) and called without a Node-style error argument.
-pub type ChunkCallback = ThreadsafeFunction<FnArgs<(u32, JsChunk)>, (), FnArgs<(u32, JsChunk)>, Status, false, true>;
-
-/// The follow callback `(sequence: number, stream: 1 | 2, chunk: Buffer) => void`.
-pub type SequencedCallback =
-    ThreadsafeFunction<FnArgs<(f64, u32, JsChunk)>, (), FnArgs<(f64, u32, JsChunk)>, Status, false, true>;
+pub type ChunkCallback = ThreadsafeFunction<ChunkArgs, (), ChunkArgs, Status, false, true>;
 
 /// Pieces of one stream, copied into a single new `Buffer` on the JS thread.
 pub struct JsChunk(Vec<Bytes>);
@@ -62,102 +66,90 @@ impl ToNapiValue for JsChunk {
     }
 }
 
+/// A chunk of output as delivery sees it.
+pub struct Part {
+    stream: Stream,
+    data: Bytes,
+    /// Where a reader resumes after it, for output that has one.
+    sequence: Option<u64>,
+}
+
 /// A chunk that can be merged with the next ones of its stream.
 pub trait Piece: Send + 'static {
-    /// Its stream.
-    fn stream(&self) -> Stream;
-    /// Its bytes.
-    fn bytes(&self) -> &Bytes;
+    /// What delivery needs of it.
+    fn into_part(self) -> Part;
 }
 
 impl Piece for OutputChunk {
-    fn stream(&self) -> Stream {
-        self.stream
-    }
-    fn bytes(&self) -> &Bytes {
-        &self.data
+    fn into_part(self) -> Part {
+        Part { stream: self.stream, data: self.data, sequence: None }
     }
 }
 
 impl Piece for ProcessChunk {
-    fn stream(&self) -> Stream {
-        self.stream
-    }
-    fn bytes(&self) -> &Bytes {
-        &self.data
+    fn into_part(self) -> Part {
+        Part { stream: self.stream, data: self.data, sequence: Some(self.sequence) }
     }
 }
 
-/// Exec output to `callback` (see [`deliver_with`]).
-pub async fn deliver(rx: mpsc::Receiver<OutputChunk>, callback: ChunkCallback) {
-    deliver_with(rx, |pieces: Vec<OutputChunk>, slot| {
-        let code = stream_code(pieces[0].stream);
-        let data = JsChunk(pieces.into_iter().map(|p| p.data).collect());
-        callback.call_with_return_value(
-            FnArgs::from((code, data)),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |_, _| {
-                drop(slot);
-                Ok(())
-            },
-        )
-    })
-    .await
-}
-
-/// Process output to `callback`; a merged call carries the last chunk's
-/// sequence, which is where a reader resumes after it.
-pub async fn deliver_sequenced(rx: mpsc::Receiver<ProcessChunk>, callback: SequencedCallback) {
-    deliver_with(rx, |pieces: Vec<ProcessChunk>, slot| {
-        let code = stream_code(pieces[0].stream);
-        let sequence = pieces.last().map_or(0, |p| p.sequence) as f64;
-        let data = JsChunk(pieces.into_iter().map(|p| p.data).collect());
-        callback.call_with_return_value(
-            FnArgs::from((sequence, code, data)),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |_, _| {
-                drop(slot);
-                Ok(())
-            },
-        )
-    })
-    .await
-}
-
-fn stream_code(stream: Stream) -> u32 {
+/// A stream as JS numbers it: 1 stdout, 2 stderr.
+pub fn stream_code(stream: Stream) -> u32 {
     match stream {
         Stream::Stdout => 1,
         Stream::Stderr => 2,
     }
 }
 
-/// Hands chunks to JS through `call` (consecutive chunks of one stream
-/// merged, the slot released when the JS call has run) until the channel
-/// closes, then waits until JS has run every call. Stops early if the JS side
-/// is gone (then `rx` is dropped and the producer carries on without it).
-async fn deliver_with<P: Piece>(
-    mut rx: mpsc::Receiver<P>,
-    mut call: impl FnMut(Vec<P>, OwnedSemaphorePermit) -> Status,
-) {
+/// The bounded channel from the core to [`deliver`].
+pub fn channel<P: Piece>() -> (mpsc::Sender<P>, mpsc::Receiver<P>) {
+    mpsc::channel(DEPTH)
+}
+
+/// Runs `work` with an output channel to `callback`, or with none when
+/// there is no callback; returns once `work` has returned and every chunk
+/// reached JS. `work` drops its sender when it returns, which ends the
+/// delivery.
+pub async fn delivering<P, T, F>(callback: Option<ChunkCallback>, work: impl FnOnce(Option<mpsc::Sender<P>>) -> F) -> T
+where
+    P: Piece,
+    F: Future<Output = T>,
+{
+    match callback {
+        None => work(None).await,
+        Some(callback) => {
+            let (tx, rx) = channel();
+            let (result, ()) = tokio::join!(work(Some(tx)), deliver(rx, callback));
+            result
+        }
+    }
+}
+
+/// Hands chunks to JS (consecutive chunks of one stream merged; a merged
+/// call carries the last chunk's sequence, which is where a reader resumes
+/// after it) until the channel closes, then waits until JS has run every
+/// call. Stops early if the JS side is gone (then `rx` is dropped and the
+/// producer carries on without it).
+pub async fn deliver<P: Piece>(mut rx: mpsc::Receiver<P>, callback: ChunkCallback) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut next: Option<P> = None;
+    let mut next: Option<Part> = None;
     loop {
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         let first = match next.take() {
-            Some(chunk) => chunk,
+            Some(part) => part,
             None => match rx.recv().await {
-                Some(chunk) => chunk,
+                Some(chunk) => chunk.into_part(),
                 None => break,
             },
         };
-        let stream = first.stream();
-        let mut size = first.bytes().len();
-        let mut pieces = vec![first];
+        let (stream, mut sequence) = (first.stream, first.sequence);
+        let mut size = first.data.len();
+        let mut pieces = vec![first.data];
         while size < COALESCE_BYTES {
-            match rx.try_recv() {
-                Ok(chunk) if chunk.stream() == stream => {
-                    size += chunk.bytes().len();
-                    pieces.push(chunk);
+            match rx.try_recv().map(Piece::into_part) {
+                Ok(part) if part.stream == stream => {
+                    size += part.data.len();
+                    sequence = part.sequence;
+                    pieces.push(part.data);
                 }
                 Ok(other) => {
                     next = Some(other);
@@ -168,7 +160,15 @@ async fn deliver_with<P: Piece>(
         }
         // The slot is released when the JS call has returned (or thrown: the
         // JS wrapper catches user errors, and the callback ignores the result).
-        if call(pieces, slot) != Status::Ok {
+        let status = callback.call_with_return_value(
+            FnArgs::from((stream_code(stream), JsChunk(pieces), sequence.map(|s| s as f64))),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |_, _| {
+                drop(slot);
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
             return;
         }
     }

@@ -6,7 +6,9 @@
 //! (`NativeProcess`), [`native_ports`] (`NativeTunnel`, listening ports), [`native_terminal`]
 //! (`NativeTerminal`), [`native_transfer`]; [`errors`] is the error conversion, `delivery` the
 //! output hand-off to JS with backpressure, [`calls`] the abort handle and
-//! promise of file and process calls.
+//! promise of file and process calls, [`task`] the handle of work that
+//! outlives its call (`NativeTask`: an exec, a follow, a wait), owned by the
+//! provider.
 #![deny(clippy::all)]
 pub mod calls;
 mod delivery;
@@ -17,3 +19,4 @@ pub mod native_provider;
 pub mod native_sandbox;
 pub mod native_terminal;
 pub mod native_transfer;
+pub mod task;

@@ -2,7 +2,7 @@
 //! `NativeTunnel`, one forwarded TCP connection, which `js/ports.js` joins
 //! to a local socket (`forward`) or to an HTTP request (`fetch`).
 //!
-//! Bytes from the port reach JS through the exec output's delivery (the
+//! Bytes from the port reach JS through the output delivery (the
 //! `(stream, chunk)` callback, stream always 1) with its backpressure; a JS
 //! consumer whose own buffer is full calls `pause()` until it drains. Bytes
 //! to the port go through `write`, which settles once the tunnel took them:
@@ -11,21 +11,19 @@
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use sandbox_core::exec::Tunnel;
 use sandbox_core::ports::{port, ListeningPort, ServiceUrl};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{mpsc, watch};
 
 use crate::calls::{promise, NativeCancel};
-use crate::delivery::{deliver, ChunkCallback};
-use crate::errors::{invalid, to_napi};
+use crate::delivery::{self, deliver, ChunkCallback};
+use crate::errors::to_napi;
 use crate::native_sandbox::NativeSandbox;
+use crate::task::Task;
 
-/// Chunks queued between the tunnel and the JS callback.
-const DELIVERY_DEPTH: usize = 16;
 /// Writes queued towards the port.
 const INPUT_DEPTH: usize = 4;
 
@@ -75,8 +73,7 @@ impl From<ServiceUrl> for NativeServiceUrl {
 pub struct NativeTunnel {
     input: Mutex<Option<mpsc::Sender<Bytes>>>,
     paused: watch::Sender<bool>,
-    cancel: CancellationToken,
-    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<()>>>>,
+    task: Task<()>,
 }
 
 #[napi]
@@ -109,7 +106,7 @@ impl NativeTunnel {
     #[napi]
     pub fn close(&self) {
         self.input.lock().expect("tunnel poisoned").take();
-        self.cancel.cancel();
+        self.task.abort();
     }
 
     /// Resolves when the connection ended (the server closed it, or
@@ -117,12 +114,15 @@ impl NativeTunnel {
     /// tunnel's error. Callable once.
     #[napi]
     pub async fn wait(&self) -> napi::Result<()> {
-        let result = self.result.lock().expect("tunnel poisoned").take();
-        let result = result.ok_or_else(|| invalid("wait() was already called for this tunnel"))?;
-        let result =
-            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the tunnel ended without a result")))?;
-        result.map_err(to_napi)
+        self.task.wait("tunnel").await
     }
+}
+
+/// `value` if it is a TCP port number, else the core's `invalid_request`
+/// naming it `name`: `js/ports.js` asks before it opens anything.
+#[napi]
+pub fn check_port(name: String, value: f64) -> napi::Result<u32> {
+    port(&name, value).map(u32::from).map_err(to_napi)
 }
 
 #[napi]
@@ -157,23 +157,18 @@ impl NativeSandbox {
         let sandbox = self.core().clone();
         let (input, input_rx) = mpsc::channel(INPUT_DEPTH);
         let (paused, paused_rx) = watch::channel(false);
-        let cancel = CancellationToken::new();
-        let (done, result) = oneshot::channel();
-        let stop = cancel.clone();
-        spawn(async move {
-            let (output, output_rx) = mpsc::channel(DELIVERY_DEPTH);
+        let task = self.start(move |stop| async move {
+            let (output, output_rx) = delivery::channel();
             let tunnel = Tunnel { input: input_rx, output, paused: paused_rx };
             let forwarded = async {
                 let (result, ()) = tokio::join!(sandbox.port_forward(port, tunnel), deliver(output_rx, on_data));
                 result
             };
-            let result = tokio::select! {
+            tokio::select! {
                 result = forwarded => result,
                 () = stop.cancelled() => Ok(()),
-            };
-            // The handle may have been dropped without wait(): nobody to tell.
-            let _ = done.send(result);
+            }
         });
-        Ok(NativeTunnel { input: Mutex::new(Some(input)), paused, cancel, result: Mutex::new(Some(result)) })
+        Ok(NativeTunnel { input: Mutex::new(Some(input)), paused, task })
     }
 }

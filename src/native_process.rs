@@ -3,29 +3,25 @@
 //! `SandboxProcess` object (AbortSignal, chunk objects, error codes).
 //!
 //! `follow` and `wait` run until the process ends, so, like exec, they are
-//! split in two for abort: a sync `start…` spawns the work on napi's Tokio
-//! runtime and returns a `NativeProcessTask` with `abort()` and `wait()`.
+//! split in two for abort: a sync `start…` starts the work as a task and
+//! returns its `NativeTask` with `abort()` and `wait()`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::exec::Stream;
+use sandbox_core::args::{byte_count, sequence, timeout_ms};
 use sandbox_core::process::{Kill, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest, SpawnStdin, DEFAULT_CAP};
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use sandbox_core::Provider;
 
 use crate::calls::{promise, NativeCancel};
-use crate::delivery::{deliver_sequenced, SequencedCallback};
-use crate::errors::{invalid, to_napi};
+use crate::delivery::{delivering, stream_code, ChunkCallback};
+use crate::errors::to_napi;
 use crate::native_sandbox::NativeSandbox;
-use sandbox_core::args::{byte_count, sequence, timeout_ms};
-
-/// Chunks queued between a follower and the JS callback.
-const DELIVERY_DEPTH: usize = 16;
+use crate::task::{NativeTask, Task, TaskEnd};
 
 /// Options of `spawn`; `js/process.js` fills and checks the JS side.
 #[napi(object)]
@@ -34,10 +30,8 @@ pub struct NativeSpawnOptions {
     pub cwd: Option<String>,
     /// Extra environment variables.
     pub env: Option<HashMap<String, String>>,
-    /// Bytes for stdin, then EOF.
-    pub stdin: Option<Buffer>,
-    /// Keep stdin open for `writeStdin`.
-    pub stdin_open: Option<bool>,
+    /// Bytes for stdin, then EOF; `true`: keep stdin open for `writeStdin`.
+    pub stdin: Option<Either<Buffer, bool>>,
     /// Kill after this many ms (enforced in the sandbox).
     pub timeout_ms: Option<f64>,
     /// Bytes kept of each of stdout and stderr; default 32 MiB, at most 64 MiB.
@@ -126,35 +120,9 @@ impl From<&ProcessInfo> for NativeProcessInfo {
 #[napi]
 pub struct NativeProcess {
     sandbox: sandbox_core::Sandbox,
+    /// Owns its follow and wait tasks (see `task`).
+    provider: Arc<Provider>,
     info: ProcessInfo,
-}
-
-/// A running follow or wait.
-#[napi]
-pub struct NativeProcessTask {
-    cancel: CancellationToken,
-    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<NativeProcessEnd>>>>,
-}
-
-#[napi]
-impl NativeProcessTask {
-    /// Stops following or waiting (the process goes on); `wait()` rejects
-    /// with `aborted`.
-    #[napi]
-    pub fn abort(&self) {
-        self.cancel.cancel();
-    }
-
-    /// Resolves when the process has ended (and, for follow, every chunk
-    /// reached the callback). Callable once.
-    #[napi]
-    pub async fn wait(&self) -> napi::Result<NativeProcessEnd> {
-        let result = self.result.lock().expect("task handle poisoned").take();
-        let result = result.ok_or_else(|| invalid("wait() was already called for this task"))?;
-        let result =
-            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the task ended without a result")))?;
-        result.map_err(to_napi)
-    }
 }
 
 /// A core poll as JS sees it.
@@ -171,13 +139,6 @@ fn poll_result(poll: ProcessPoll) -> NativeProcessPoll {
             .collect(),
         exit: poll.exit.map(Into::into),
         truncated: poll.truncated,
-    }
-}
-
-fn stream_code(stream: Stream) -> u32 {
-    match stream {
-        Stream::Stdout => 1,
-        Stream::Stderr => 2,
     }
 }
 
@@ -222,41 +183,35 @@ impl NativeProcess {
             Ok(poll_result(poll))
         })
     }
-    /// Streams chunks after `after` to `onOutput(sequence, stream, chunk)` as
-    /// they are written, until the process ends.
+    /// Streams chunks after `after` to `onOutput(stream, chunk, sequence)`
+    /// as they are written, until the process ends. `wait()` resolves with
+    /// a `NativeProcessEnd`.
     #[napi]
     pub fn start_follow(
         &self,
         after: Option<f64>,
-        #[napi(ts_arg_type = "((sequence: number, stream: number, chunk: Buffer) => void) | null | undefined")]
-        on_output: Option<SequencedCallback>,
-    ) -> napi::Result<NativeProcessTask> {
+        #[napi(ts_arg_type = "((stream: number, chunk: Buffer, sequence: number) => void) | null | undefined")]
+        on_output: Option<ChunkCallback>,
+    ) -> napi::Result<NativeTask> {
         let after = sequence("after", after).map_err(to_napi)?;
         let (sandbox, id) = (self.sandbox.clone(), self.info.id.clone());
-        Ok(start(move |cancel| async move {
-            let followed = match on_output {
-                None => sandbox.follow_process(&id, after, None, cancel).await,
-                Some(callback) => {
-                    let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
-                    let (followed, ()) = tokio::join!(
-                        sandbox.follow_process(&id, after, Some(tx), cancel),
-                        deliver_sequenced(rx, callback)
-                    );
-                    followed
-                }
-            }?;
-            Ok(NativeProcessEnd { exit: followed.exit.into(), truncated: followed.truncated })
-        }))
+        let task: Task<TaskEnd> = Task::spawn(&self.provider, move |cancel| async move {
+            let followed = delivering(on_output, |output| sandbox.follow_process(&id, after, output, cancel)).await?;
+            Ok(Either::B(NativeProcessEnd { exit: followed.exit.into(), truncated: followed.truncated }))
+        });
+        Ok(task.into())
     }
 
-    /// Resolves when the process has exited (also long after).
+    /// Resolves when the process has exited (also long after). `wait()`
+    /// resolves with a `NativeProcessEnd`.
     #[napi]
-    pub fn start_wait(&self) -> NativeProcessTask {
+    pub fn start_wait(&self) -> NativeTask {
         let (sandbox, id) = (self.sandbox.clone(), self.info.id.clone());
-        start(move |cancel| async move {
+        let task: Task<TaskEnd> = Task::spawn(&self.provider, move |cancel| async move {
             let exit = sandbox.wait_process(&id, cancel).await?;
-            Ok(NativeProcessEnd { exit: exit.into(), truncated: false })
-        })
+            Ok(Either::B(NativeProcessEnd { exit: exit.into(), truncated: false }))
+        });
+        task.into()
     }
 
     /// Writes to the process's stdin (spawned with `stdin: true`).
@@ -296,22 +251,6 @@ impl NativeProcess {
     }
 }
 
-/// Spawns `work` with a fresh cancel token; the handle aborts and awaits it.
-fn start<F, Fut>(work: F) -> NativeProcessTask
-where
-    F: FnOnce(CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = sandbox_core::Result<NativeProcessEnd>> + Send + 'static,
-{
-    let cancel = CancellationToken::new();
-    let (done, result) = oneshot::channel();
-    let fut = work(cancel.clone());
-    spawn(async move {
-        // The handle may have been dropped without wait(): nobody to tell.
-        let _ = done.send(fut.await);
-    });
-    NativeProcessTask { cancel, result: Mutex::new(Some(result)) }
-}
-
 #[napi]
 impl NativeSandbox {
     /// Starts `command` in the background; resolves once it runs.
@@ -323,22 +262,19 @@ impl NativeSandbox {
         options: NativeSpawnOptions,
         cancel: &NativeCancel,
     ) -> napi::Result<PromiseRaw<'env, NativeProcess>> {
-        let (sandbox, call) = (self.core().clone(), cancel.call());
+        let (sandbox, provider, call) = (self.core().clone(), self.provider().clone(), cancel.call());
         promise(env, async move {
             let mut request = SpawnRequest::new(command, options.cwd.unwrap_or_default());
             request.env = options.env.unwrap_or_default().into_iter().collect();
             request.timeout = timeout_ms("timeoutMs", options.timeout_ms)?;
             request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP)?;
-            request.stdin = match (options.stdin, options.stdin_open.unwrap_or(false)) {
-                (Some(_), true) => {
-                    return Err(sandbox_core::Error::invalid_request("stdin is either bytes or true, not both"))
-                }
-                (Some(bytes), false) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),
-                (None, true) => SpawnStdin::Open,
-                (None, false) => SpawnStdin::None,
+            request.stdin = match options.stdin {
+                Some(Either::A(bytes)) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),
+                Some(Either::B(true)) => SpawnStdin::Open,
+                Some(Either::B(false)) | None => SpawnStdin::None,
             };
             let info = sandbox.spawn(request, call).await?;
-            Ok(NativeProcess { sandbox, info })
+            Ok(NativeProcess { sandbox, provider, info })
         })
     }
 
@@ -350,10 +286,10 @@ impl NativeSandbox {
         id: String,
         cancel: &NativeCancel,
     ) -> napi::Result<PromiseRaw<'env, Option<NativeProcess>>> {
-        let (sandbox, call) = (self.core().clone(), cancel.call());
+        let (sandbox, provider, call) = (self.core().clone(), self.provider().clone(), cancel.call());
         promise(env, async move {
             let info = sandbox.process(&id, call).await?;
-            Ok(info.map(|info| NativeProcess { sandbox, info }))
+            Ok(info.map(|info| NativeProcess { sandbox, provider, info }))
         })
     }
 

@@ -68,7 +68,7 @@ impl NativeProvider {
     pub async fn connect(&self, actor_id: String, id: String) -> napi::Result<Option<NativeSandbox>> {
         let inner = self.inner.clone();
         let sandbox = inner.connect(&actor_id, &id).await.map_err(to_napi)?;
-        Ok(sandbox.map(NativeSandbox::from_core))
+        Ok(sandbox.map(|sandbox| NativeSandbox::new(sandbox, inner)))
     }
 
     /// Suspends the sandbox (per the `suspend` option).
@@ -82,6 +82,14 @@ impl NativeProvider {
     #[napi(ts_return_type = "{ requests: Record<string, number>; watches: number; failing: number; lists: number }")]
     pub fn stats(&self) -> napi::Result<serde_json::Value> {
         serde_json::to_value(self.inner.stats()).map_err(|e| napi::Error::from_reason(e.to_string()))
+    }
+
+    /// Background tasks still running: its TTL touches and the tasks of its
+    /// sandboxes (execs, follows, waits, transfers, tunnels, terminals).
+    /// For tests.
+    #[napi]
+    pub fn background_tasks(&self) -> u32 {
+        self.inner.background_tasks().try_into().unwrap_or(u32::MAX)
     }
 
     /// Deletes the sandbox and waits until nothing of it is left.

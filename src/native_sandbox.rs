@@ -2,48 +2,63 @@
 //! wraps it into the adapter's `Sandbox` object (AbortSignal, string
 //! decoding, error codes).
 //!
-//! Exec is split in two so JS can abort it: the sync `startExec` spawns the
-//! command on napi's Tokio runtime and returns a `NativeExec` handle with
-//! `abort()` and `wait()` (napi's `AbortSignal` is `!Send` and cannot reach an
-//! async fn). Output reaches JS through one weak thread-safe callback
-//! `(stream, chunk)` with backpressure (see `delivery`).
+//! Exec is split in two so JS can abort it: the sync `startExec` starts the
+//! command as a `Task` and returns its `NativeTask` handle with `abort()`
+//! and `wait()` (napi's `AbortSignal` is `!Send` and cannot reach an async
+//! fn). Output reaches JS through one weak thread-safe callback with
+//! backpressure (see `delivery`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, Either, Null, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, Either, Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use sandbox_core::args::{byte_count, byte_range, sample_ms as sample, timeout_ms};
-use sandbox_core::exec::{ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
+use sandbox_core::exec::{ExecRequest, DEFAULT_MAX_OUTPUT_BYTES};
 use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
 use sandbox_core::usage::Usage;
-use tokio::sync::{mpsc, oneshot};
+use sandbox_core::Provider;
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::{promise, NativeCancel};
-use crate::delivery::{deliver, ChunkCallback};
-use crate::errors::{invalid, to_napi};
-
-/// Chunks queued between the engine and the JS callback.
-const DELIVERY_DEPTH: usize = 16;
+use crate::delivery::{delivering, ChunkCallback};
+use crate::errors::to_napi;
+use crate::task::{NativeTask, Task, TaskEnd};
 
 /// A connected sandbox.
 #[napi]
 pub struct NativeSandbox {
     inner: sandbox_core::Sandbox,
+    /// The provider that connected it: owns its tasks (see `task`).
+    provider: Arc<Provider>,
 }
 
 impl NativeSandbox {
-    /// Wraps a sandbox returned by the lifecycle's `connect`.
-    pub fn from_core(inner: sandbox_core::Sandbox) -> NativeSandbox {
-        NativeSandbox { inner }
+    /// Wraps a sandbox that `provider`'s `connect` returned.
+    pub fn new(inner: sandbox_core::Sandbox, provider: Arc<Provider>) -> NativeSandbox {
+        NativeSandbox { inner, provider }
     }
 
     /// The core sandbox.
     pub(crate) fn core(&self) -> &sandbox_core::Sandbox {
         &self.inner
+    }
+
+    /// The provider that owns this sandbox's tasks.
+    pub(crate) fn provider(&self) -> &Arc<Provider> {
+        &self.provider
+    }
+
+    /// Starts `work` as a task of this sandbox's provider.
+    pub(crate) fn start<T, F>(&self, work: impl FnOnce(CancellationToken) -> F) -> Task<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = sandbox_core::Result<T>> + Send + 'static,
+    {
+        Task::spawn(&self.provider, work)
     }
 }
 
@@ -132,37 +147,15 @@ pub struct NativeUsage {
     pub disk_total_bytes: Option<f64>,
 }
 
-/// A running command.
-#[napi]
-pub struct NativeExec {
-    cancel: CancellationToken,
-    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<ExecResult>>>>,
-}
-
-#[napi]
-impl NativeExec {
-    /// Kills the command (its process tree) and makes `wait()` reject with `aborted`.
-    #[napi]
-    pub fn abort(&self) {
-        self.cancel.cancel();
-    }
-
-    /// Resolves when the command ends and every chunk has been delivered.
-    /// Callable once.
-    #[napi]
-    pub async fn wait(&self) -> napi::Result<NativeExecResult> {
-        let result = self.result.lock().expect("exec handle poisoned").take();
-        let result = result.ok_or_else(|| invalid("wait() was already called for this exec"))?;
-        let result =
-            result.await.map_err(|_| to_napi(sandbox_core::Error::internal("the exec task ended without a result")))?;
-        let r = result.map_err(to_napi)?;
-        Ok(NativeExecResult {
+impl From<sandbox_core::exec::ExecResult> for NativeExecResult {
+    fn from(r: sandbox_core::exec::ExecResult) -> Self {
+        NativeExecResult {
             exit_code: r.exit_code,
             timed_out: r.timed_out,
             stdout: r.stdout.into(),
             stderr: r.stderr.into(),
             truncated: r.truncated,
-        })
+        }
     }
 }
 
@@ -175,7 +168,8 @@ impl NativeSandbox {
     }
 
     /// Starts a command. `onChunk(stream, chunk)` gets stdout (1) and stderr
-    /// (2) chunks in arrival order; it must not throw.
+    /// (2) chunks in arrival order; it must not throw. `wait()` resolves
+    /// with a `NativeExecResult`.
     #[napi]
     pub fn start_exec(
         &self,
@@ -184,7 +178,7 @@ impl NativeSandbox {
         #[napi(ts_arg_type = "((stream: number, chunk: Buffer) => void) | null | undefined")] on_chunk: Option<
             ChunkCallback,
         >,
-    ) -> napi::Result<NativeExec> {
+    ) -> napi::Result<NativeTask> {
         let mut request = ExecRequest::new(command, options.cwd.unwrap_or_default());
         request.env = options.env.unwrap_or_default().into_iter().collect();
         request.timeout = timeout_ms("timeoutMs", options.timeout_ms).map_err(to_napi)?;
@@ -195,26 +189,16 @@ impl NativeSandbox {
                 .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
         let reattach = options.reattach.unwrap_or(false);
-        let cancel = request.cancel.clone();
         let sandbox = self.inner.clone();
-        let (done, result) = oneshot::channel();
-        spawn(async move {
-            let result = match on_chunk {
-                None => sandbox.exec(request, reattach).await,
-                Some(callback) => {
-                    let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
-                    request.output = Some(tx);
-                    // `exec` drops its sender when it returns; delivery then
-                    // drains what is left, so the promise settles after the
-                    // last chunk reached JS.
-                    let (result, ()) = tokio::join!(sandbox.exec(request, reattach), deliver(rx, callback));
-                    result
-                }
-            };
-            // The handle may have been dropped without wait(): nobody to tell.
-            let _ = done.send(result);
+        let task: Task<TaskEnd> = self.start(move |cancel| async move {
+            request.cancel = cancel;
+            let result = delivering(on_chunk, |output| {
+                request.output = output;
+                sandbox.exec(request, reattach)
+            });
+            Ok(Either::A(result.await?.into()))
         });
-        Ok(NativeExec { cancel, result: Mutex::new(Some(result)) })
+        Ok(task.into())
     }
 
     /// Reads a regular file (binary), whole or from `offset`, at most

@@ -1,25 +1,24 @@
 //! `NativeTerminal`: the napi face of `sandbox_core::exec::Terminal`.
 //! `js/terminal.js` wraps it into the `SandboxTerminal` object (AbortSignal,
 //! a throwing `onData`, string input, error codes). Output reaches JS as
-//! exec output does (`delivery`).
+//! exec output does (`delivery`), in a task that the terminal's handle
+//! owns: dropping the handle, or the provider, ends the terminal.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use sandbox_core::args::{terminal_dimension, timeout_ms};
 use sandbox_core::exec::{Terminal, TerminalRequest, TerminalSize};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::calls::{promise, NativeCancel};
-use crate::delivery::{deliver, ChunkCallback};
+use crate::delivery::{self, deliver, ChunkCallback};
+use crate::errors::to_napi;
 use crate::native_sandbox::NativeSandbox;
-
-/// Chunks queued between the terminal and the JS callback.
-const DELIVERY_DEPTH: usize = 16;
+use crate::task::Task;
 
 /// Options of `terminal`; `js/terminal.js` fills and checks the JS side.
 #[napi(object)]
@@ -51,8 +50,9 @@ pub struct NativeTerminalExit {
 #[napi]
 pub struct NativeTerminal {
     inner: Arc<Terminal>,
-    /// Resolves once every output chunk has reached JS.
-    delivered: Mutex<Option<oneshot::Receiver<()>>>,
+    /// Its output to JS; ends once every chunk has reached JS. Its token is
+    /// the terminal's.
+    output: Task<()>,
 }
 
 /// A size from JS numbers.
@@ -72,9 +72,24 @@ impl NativeSandbox {
         #[napi(ts_arg_type = "(stream: number, chunk: Buffer) => void")] on_chunk: ChunkCallback,
         cancel: &NativeCancel,
     ) -> napi::Result<PromiseRaw<'env, NativeTerminal>> {
-        let (sandbox, cancel) = (self.core().clone(), cancel.call().cancel);
+        let (sandbox, signal) = (self.core().clone(), cancel.call().cancel);
+        let (tx, rx) = delivery::channel();
+        // Ends when the terminal's run drops its sender, after the last chunk
+        // reached JS. The caller's signal stops the terminal as the handle does.
+        let output = self.start(move |stop| async move {
+            let signalled = async {
+                signal.cancelled().await;
+                stop.cancel();
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                () = deliver(rx, on_chunk) => {}
+                () = signalled => {}
+            }
+            Ok(())
+        });
+        let cancel = output.token().clone();
         promise(env, async move {
-            let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
             let request = TerminalRequest {
                 command: options.command,
                 cwd: options.cwd.unwrap_or_default(),
@@ -84,14 +99,8 @@ impl NativeSandbox {
                 cancel,
                 output: tx,
             };
-            let (done, delivered) = oneshot::channel();
-            // Ends when the terminal's run drops its sender, after the last chunk reached JS.
-            spawn(async move {
-                deliver(rx, on_chunk).await;
-                let _ = done.send(());
-            });
             let terminal = sandbox.terminal(request).await?;
-            Ok(NativeTerminal { inner: Arc::new(terminal), delivered: Mutex::new(Some(delivered)) })
+            Ok(NativeTerminal { inner: Arc::new(terminal), output })
         })
     }
 }
@@ -134,17 +143,14 @@ impl NativeTerminal {
 
     /// Resolves how it ended, after its last output chunk reached JS.
     /// Callable once.
-    #[napi(ts_return_type = "Promise<NativeTerminalExit>")]
-    pub fn wait<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, NativeTerminalExit>> {
-        let terminal = self.inner.clone();
-        let delivered = self.delivered.lock().expect("terminal handle poisoned").take();
-        promise(env, async move {
-            let exit = terminal.wait().await;
-            if let Some(delivered) = delivered {
-                let _ = delivered.await;
-            }
-            let exit = exit?;
-            Ok(NativeTerminalExit { exit_code: exit.exit_code, timed_out: exit.timed_out })
-        })
+    #[napi]
+    pub async fn wait(&self) -> napi::Result<NativeTerminalExit> {
+        let exit = self.inner.wait().await;
+        // A second wait() gets the core's error.
+        if let Some(delivered) = self.output.result().await {
+            delivered?;
+        }
+        let exit = exit.map_err(to_napi)?;
+        Ok(NativeTerminalExit { exit_code: exit.exit_code, timed_out: exit.timed_out })
     }
 }

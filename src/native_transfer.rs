@@ -7,17 +7,17 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{spawn, Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use sandbox_core::args::byte_count;
 use sandbox_core::transfer::{self, Limits, Source, Totals};
-use tokio::sync::{mpsc, oneshot, Mutex};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{mpsc, Mutex};
 
 use crate::calls::{promise, NativeCancel};
-use crate::errors::to_napi;
+use crate::errors::{invalid, to_napi};
 use crate::native_sandbox::NativeSandbox;
+use crate::task::Task;
 
 /// Chunks queued between the transfer and JS (each one WebSocket frame,
 /// or one upload write).
@@ -63,9 +63,8 @@ fn limits(options: &NativeTransferOptions) -> sandbox_core::Result<Limits> {
 /// A download being read.
 #[napi]
 pub struct NativeDownload {
-    cancel: CancellationToken,
     chunks: Mutex<mpsc::Receiver<Bytes>>,
-    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<Totals>>>>,
+    task: Task<Totals>,
 }
 
 #[napi]
@@ -77,28 +76,25 @@ impl NativeDownload {
         if let Some(chunk) = self.chunks.lock().await.recv().await {
             return Ok(Some(chunk.to_vec().into()));
         }
-        let result = self.result.lock().await.take();
-        let Some(result) = result else { return Ok(None) };
-        match result.await {
-            Ok(Ok(_)) => Ok(None),
-            Ok(Err(e)) => Err(to_napi(e)),
-            Err(_) => Err(to_napi(sandbox_core::Error::internal("the download task ended without a result"))),
+        match self.task.result().await {
+            Some(Err(e)) => Err(e),
+            // Ended properly, now or at an earlier call.
+            Some(Ok(_)) | None => Ok(None),
         }
     }
 
     /// Stops the download and kills the sandbox's `tar`.
     #[napi]
     pub fn abort(&self) {
-        self.cancel.cancel();
+        self.task.abort();
     }
 }
 
 /// An upload from a stream being written.
 #[napi]
 pub struct NativeUpload {
-    cancel: CancellationToken,
     chunks: std::sync::Mutex<Option<mpsc::Sender<Bytes>>>,
-    result: Mutex<Option<oneshot::Receiver<sandbox_core::Result<Totals>>>>,
+    task: Task<Totals>,
 }
 
 #[napi]
@@ -118,18 +114,14 @@ impl NativeUpload {
     #[napi]
     pub async fn end(&self) -> napi::Result<NativeTotals> {
         self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let result = self.result.lock().await.take();
-        let result = result.ok_or_else(|| crate::errors::invalid("end() was already called for this upload"))?;
-        match result.await {
-            Ok(r) => r.map(NativeTotals::from).map_err(to_napi),
-            Err(_) => Err(to_napi(sandbox_core::Error::internal("the upload task ended without a result"))),
-        }
+        let result = self.task.result().await.ok_or_else(|| invalid("end() was already called for this upload"))?;
+        result.map(NativeTotals::from)
     }
 
     /// Stops the upload and kills the sandbox's `tar`.
     #[napi]
     pub fn abort(&self) {
-        self.cancel.cancel();
+        self.task.abort();
     }
 }
 
@@ -143,13 +135,9 @@ impl NativeSandbox {
         // Refused before a stream exists, so the call rejects instead.
         transfer::check_args(&path, &exclude).map_err(to_napi)?;
         let (tx, rx) = mpsc::channel(DEPTH);
-        let (done, result) = oneshot::channel();
-        let cancel = CancellationToken::new();
-        let (sandbox, token) = (self.core().clone(), cancel.clone());
-        spawn(async move {
-            let _ = done.send(sandbox.download(&path, &exclude, limits, token, tx).await);
-        });
-        Ok(NativeDownload { cancel, chunks: Mutex::new(rx), result: Mutex::new(Some(result)) })
+        let sandbox = self.core().clone();
+        let task = self.start(move |cancel| async move { sandbox.download(&path, &exclude, limits, cancel, tx).await });
+        Ok(NativeDownload { chunks: Mutex::new(rx), task })
     }
 
     /// Downloads the tree under `path` into the local directory `to`.
@@ -170,23 +158,20 @@ impl NativeSandbox {
         })
     }
 
-    /// Uploads a local directory (`source_dir`) or whole archive bytes
-    /// (`source_bytes`) into `dir`.
+    /// Uploads a local directory (a path) or whole archive bytes into `dir`.
     #[napi(ts_return_type = "Promise<NativeTotals>")]
     pub fn upload<'env>(
         &self,
         env: &'env Env,
-        source_dir: Option<String>,
-        source_bytes: Option<Buffer>,
+        source: Either<String, Buffer>,
         dir: String,
         options: NativeTransferOptions,
         cancel: &NativeCancel,
     ) -> napi::Result<PromiseRaw<'env, NativeTotals>> {
         let (sandbox, token) = (self.core().clone(), cancel.call().cancel);
-        let source = match (source_dir, source_bytes) {
-            (Some(d), None) => Source::Directory(PathBuf::from(d)),
-            (None, Some(b)) => Source::Bytes(Bytes::from_owner(b)),
-            _ => return Err(crate::errors::invalid("upload takes one source")),
+        let source = match source {
+            Either::A(d) => Source::Directory(PathBuf::from(d)),
+            Either::B(b) => Source::Bytes(Bytes::from_owner(b)),
         };
         promise(env, async move {
             let limits = limits(&options)?;
@@ -203,12 +188,10 @@ impl NativeSandbox {
         transfer::check_args(&dir, &[]).map_err(to_napi)?;
         // One write in flight: the caller sizes the chunks.
         let (tx, rx) = mpsc::channel(1);
-        let (done, result) = oneshot::channel();
-        let cancel = CancellationToken::new();
-        let (sandbox, token) = (self.core().clone(), cancel.clone());
-        spawn(async move {
-            let _ = done.send(sandbox.upload(Source::Stream(rx), &dir, overwrite, limits, token).await);
+        let sandbox = self.core().clone();
+        let task = self.start(move |cancel| async move {
+            sandbox.upload(Source::Stream(rx), &dir, overwrite, limits, cancel).await
         });
-        Ok(NativeUpload { cancel, chunks: std::sync::Mutex::new(Some(tx)), result: Mutex::new(Some(result)) })
+        Ok(NativeUpload { chunks: std::sync::Mutex::new(Some(tx)), task })
     }
 }

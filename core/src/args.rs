@@ -79,7 +79,7 @@ pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
         None => Ok(None),
         Some(v) if whole(v) => Ok(Some(v as u64)),
         Some(v) => Err(Error::invalid_request(format!(
-            "{name} must be a sequence number from a chunk (a non-negative integer), got {v}"
+            "{name} must be the sequence of a chunk (a non-negative integer), got {v}"
         ))),
     }
 }

@@ -8,6 +8,7 @@ use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TrackedFuture;
 use tokio_util::task::TaskTracker;
 
 use crate::client;
@@ -30,8 +31,9 @@ pub struct Provider {
     config: Arc<ProviderConfig>,
     on_event: Option<EventSink>,
     parts: OnceCell<Arc<Parts>>,
-    /// The provider's own background work (TTL touches); `stop` cancels it,
-    /// and the shared watches, when the provider is dropped.
+    /// The provider's background work (its TTL touches, and what callers
+    /// start through [`Provider::own`]); `stop` cancels it, and the shared
+    /// watches, when the provider is dropped.
     background: TaskTracker,
     stop: CancellationToken,
 }
@@ -177,6 +179,20 @@ impl Provider {
         self.background.len()
     }
 
+    /// Makes `work` the provider's: the caller spawns the returned future
+    /// (on any runtime), which counts in [`Provider::background_tasks`]
+    /// while it runs. `work` gets a token of its own, also returned: a child
+    /// of the provider's, so cancelling it stops this work only, and
+    /// dropping the provider cancels it. `work` must end soon after its
+    /// token is cancelled. For work that outlives the call that starts it
+    /// (an exec, a follow, a transfer, a tunnel), so that nothing runs on
+    /// for a provider nobody holds any more.
+    pub fn own<F: Future>(&self, work: impl FnOnce(CancellationToken) -> F) -> (CancellationToken, TrackedFuture<F>) {
+        let cancel = self.stop.child_token();
+        let work = self.background.track_future(work(cancel.clone()));
+        (cancel, work)
+    }
+
     /// Suspends the sandbox (deletes its pod) or, with `suspend: "none"`,
     /// only moves the TTL.
     ///
@@ -272,7 +288,7 @@ fn check_actor(actor_id: &str) -> Result<()> {
 }
 
 impl Drop for Provider {
-    /// Background touches end with their owner.
+    /// Background work ends with its owner.
     fn drop(&mut self) {
         self.stop.cancel();
         self.background.close();

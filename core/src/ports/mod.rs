@@ -64,7 +64,9 @@ pub fn port(name: &str, value: f64) -> Result<u16> {
     if value.fract() == 0.0 && (1.0..=65535.0).contains(&value) {
         Ok(value as u16)
     } else {
-        Err(Error::invalid_request(format!("{name} must be a whole number from 1 to 65535, got {value}")))
+        Err(Error::invalid_request(format!(
+            "{name} must be an integer from 1 to 65535, got {value}; nothing was opened"
+        )))
     }
 }
 
