@@ -194,20 +194,20 @@ impl NativeSandbox {
                 .try_into()
                 .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
-        let reattach = options.reattach.unwrap_or(false);
+        request.reattach = options.reattach.unwrap_or(false);
         let cancel = request.cancel.clone();
         let sandbox = self.inner.clone();
         let (done, result) = oneshot::channel();
         spawn(async move {
             let result = match on_chunk {
-                None => sandbox.exec(request, reattach).await,
+                None => sandbox.exec(request).await,
                 Some(callback) => {
                     let (tx, rx) = mpsc::channel(DELIVERY_DEPTH);
                     request.output = Some(tx);
                     // `exec` drops its sender when it returns; delivery then
                     // drains what is left, so the promise settles after the
                     // last chunk reached JS.
-                    let (result, ()) = tokio::join!(sandbox.exec(request, reattach), deliver(rx, callback));
+                    let (result, ()) = tokio::join!(sandbox.exec(request), deliver(rx, callback));
                     result
                 }
             };
