@@ -188,13 +188,13 @@ impl NativeSandbox {
                 .try_into()
                 .unwrap_or(usize::MAX);
         request.stdin = options.stdin.map(Bytes::from_owner);
-        let reattach = options.reattach.unwrap_or(false);
+        request.reattach = options.reattach.unwrap_or(false);
         let sandbox = self.inner.clone();
         let task: Task<TaskEnd> = self.start(move |cancel| async move {
             request.cancel = cancel;
             let result = delivering(on_chunk, |output| {
                 request.output = output;
-                sandbox.exec(request, reattach)
+                sandbox.exec(request)
             });
             Ok(Either::A(result.await?.into()))
         });

@@ -122,7 +122,7 @@ impl Sandbox {
     }
 
     /// Runs a command; an empty `request.cwd` means [`Sandbox::cwd`]. With
-    /// `reattach`, as a spawned process followed to its end (see
+    /// `request.reattach`, as a spawned process followed to its end (see
     /// [`process::exec_reattached`]). `invalid_request` for a timeout or
     /// output cap over the provider's [`Limits`].
     ///
@@ -131,12 +131,12 @@ impl Sandbox {
     /// running (pods/exec cannot signal it); the next `connect`'s orphan sweep
     /// kills it. To stop a command, cancel `request.cancel`: that kills its
     /// tree first.
-    pub async fn exec(&self, mut request: ExecRequest, reattach: bool) -> Result<ExecResult> {
+    pub async fn exec(&self, mut request: ExecRequest) -> Result<ExecResult> {
         self.check_timeout(request.timeout)?;
         self.activity.report(&self.id);
         check_bytes("maxOutputBytes", request.max_output_bytes as u64, "maxOutputBytes", self.limits.max_output_bytes)?;
         request.cwd = self.command_cwd(&request.cwd);
-        if reattach {
+        if request.reattach {
             process::exec_reattached(&self.engine, &self.target, request).await
         } else {
             self.engine.exec(&self.target, request).await

@@ -2,11 +2,13 @@
 //! process-tree kill on top of a [`Runtime`], plus the orphan sweep and the
 //! per-engine concurrency cap.
 //!
-//! Every user command goes through the wrapper ([`super::wrapper`]); the
-//! engine strips its trailers ([`super::trailer`]) and ends the exec there,
-//! so a command returns when its own process exits even if a child it left
-//! in the background still holds stdout open. Callers with their own use for
-//! the output (the process follower) plug in a [`Sink`].
+//! One entry point, [`ExecEngine::run`], runs everything: a [`Program`] (a
+//! shell command line, or the argv of one of the engine's scripts) with
+//! [`RunOptions`], its output into a [`Sink`], ending in an [`Exit`]. Every
+//! shell command goes through the wrapper ([`super::wrapper`]); the engine
+//! strips its trailers ([`super::trailer`]) and ends the exec there, so a
+//! command returns when its own process exits even if a child it left in
+//! the background still holds stdout open.
 //!
 //! Cancel safety: dropping an `exec` future closes its connection but does
 //! not kill the command (only an explicit abort or timeout does); it keeps
@@ -23,17 +25,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::kill;
-use super::output::{HeadBuffer, OutputChunk, Stream};
-use super::permits::Permits;
-use super::request::{Call, ExecRequest, ExecResult};
-use super::runs::{RunGuard, Runs};
+use super::output::{HeadBuffer, OutputChunk};
+use super::permits::{Permits, Slot};
+use super::request::{Call, ExecRequest, ExecResult, Exit};
+use super::runs::{RunGuard, Runs, Snapshot};
 use super::runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
-use super::sink::{Collector, Sink, TerminalStart, Wrapped};
+use super::sink::{Collector, Flow, ScriptOutput, Sink, TerminalStart, Wrapped};
 use super::status::Completion;
 use super::websocket::PodExecRuntime;
-use super::wrapper::{self, CommandSpec, CommandStdin, WrapperCall, WrapperEnd};
+use super::wrapper::{self, CommandStdin, NotRun, Shell, WrapperCall, WrapperEnd};
 use super::ExecTarget;
-use crate::error::{quoted, shorten, Error, ErrorCode, Result};
+use crate::error::{shorten, Error, ErrorCode, Result};
 use crate::trace;
 
 /// Chunks buffered between the runtime and a consumer (one WebSocket frame each).
@@ -42,8 +44,6 @@ const CHANNEL_DEPTH: usize = 16;
 const KILL_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long to keep collecting output once the kill has finished.
 const DRAIN_AFTER_KILL: Duration = Duration::from_secs(1);
-/// Stderr kept for error messages of the engine's own scripts.
-const MESSAGE_BYTES: usize = 16 * 1024;
 /// Long-lived runs (followers, waits) in flight at once, and per sandbox.
 /// They last as long as a process, so they have slots of their own and
 /// cannot take the ones of calls.
@@ -76,23 +76,56 @@ impl std::fmt::Debug for ExecEngine {
     }
 }
 
-/// A command for [`ExecEngine::run_command`]: an [`ExecRequest`] without the
-/// output handling, which the caller's [`Sink`] does.
-pub(crate) struct Command {
-    pub command: String,
-    pub cwd: String,
-    pub env: Vec<(String, String)>,
-    pub stdin: CommandInput,
-    pub timeout: Option<Duration>,
-    pub cancel: CancellationToken,
-    /// A follower or a wait: it lasts as long as a process, so it takes a
-    /// slot of its own class instead of one of `maxConcurrentExecs`, and a
-    /// few of them cannot starve every other call.
-    pub long_lived: bool,
+/// What [`ExecEngine::run`] starts.
+pub(crate) enum Program<'a> {
+    /// A shell command line, run by the wrapper (see [`wrapper::WRAPPER`])
+    /// in its cwd with its env: a timeout or an abort kills its tree (the
+    /// run then ends [`Exit::TIMED_OUT`], or fails `aborted`), so does a
+    /// lost connection, and the orphan sweep finds it after a crash. User
+    /// commands, terminals, transfers, and the followers (see
+    /// [`wrapper::ScriptCommand`]).
+    Shell(Shell<'a>),
+    /// `/bin/sh -c <script> sh <args…>` as the exec's own argv (see
+    /// [`wrapper::script_argv`]): one of the engine's short scripts. A
+    /// timeout fails the run with `timeout` and an abort with `aborted` at
+    /// once, closing the connection; the script ends by itself in the pod.
+    Argv(Vec<String>),
 }
 
-/// What a [`Command`] reads.
-pub(crate) enum CommandInput {
+/// How [`ExecEngine::run`] runs a [`Program`].
+pub(crate) struct RunOptions {
+    /// What it reads.
+    pub stdin: Input,
+    /// How long it may take, waiting for a slot included; `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Cancelling stops it (see [`Program`] for how).
+    pub cancel: CancellationToken,
+    /// Which slots it takes.
+    pub slots: Slots,
+}
+
+impl RunOptions {
+    /// A call of one of the engine's scripts (see [`Call`]) with `stdin`
+    /// (`None` or empty: nothing).
+    pub(crate) fn call(call: &Call, stdin: Option<Bytes>) -> Self {
+        RunOptions { stdin: stdin.into(), timeout: call.timeout, cancel: call.cancel.clone(), slots: Slots::Calls }
+    }
+}
+
+/// Which concurrency slots a run takes.
+pub(crate) enum Slots {
+    /// One of `maxConcurrentExecs` (commands and the engine's scripts).
+    Calls,
+    /// A follower or a wait: it lasts as long as a process, so it takes a
+    /// slot of its own class instead, and a few of them cannot starve every
+    /// other call.
+    LongLived,
+    /// None: a kill, which must not queue behind the commands it stops.
+    Exempt,
+}
+
+/// What a [`Program`] reads.
+pub(crate) enum Input {
     /// Nothing (`/dev/null`).
     None,
     /// These bytes, then EOF.
@@ -100,36 +133,33 @@ pub(crate) enum CommandInput {
     /// A stream: the command reads the exec's own stdin and must know where
     /// its input ends (no EOF comes); the transfer scripts frame it.
     Stream(mpsc::Receiver<Bytes>),
-    /// A terminal (see [`TerminalCommand`]).
+    /// A terminal (see [`TerminalCommand`]); a [`Program::Shell`] only.
     Terminal(TerminalCommand),
 }
 
-impl From<Option<Bytes>> for CommandInput {
+impl From<Option<Bytes>> for Input {
     /// Empty bytes are no stdin.
     fn from(bytes: Option<Bytes>) -> Self {
-        bytes.filter(|b| !b.is_empty()).map_or(CommandInput::None, CommandInput::Bytes)
+        bytes.filter(|b| !b.is_empty()).map_or(Input::None, Input::Bytes)
     }
 }
 
 /// A command's terminal: the command runs on a TTY of `size`, its input
-/// comes from `input` once it runs, and `started` gets the run id and the
-/// pid of its wrapper (the terminal's session leader) then. The wrapper's handshake
-/// (see [`wrapper::WRAPPER`]) is the engine's: the caller sees only the
-/// command's own output.
+/// comes from `input` once it runs, and `started` learns it then. The
+/// wrapper's handshake (see [`wrapper::WRAPPER`]) is the engine's: the
+/// caller sees only the command's own output.
 pub(crate) struct TerminalCommand {
     pub size: TerminalSize,
     pub input: mpsc::Receiver<TerminalInput>,
-    pub started: oneshot::Sender<(String, u32)>,
+    pub started: oneshot::Sender<TerminalStarted>,
 }
 
-/// How [`ExecEngine::run_command`] ended.
-pub(crate) enum RunEnd {
-    /// The command exited with this status.
-    Exited(i32),
-    /// The timeout fired and the command was killed.
-    TimedOut,
-    /// The sink said it was done; the command may still be running.
-    Released,
+/// A terminal's command has started.
+pub(crate) struct TerminalStarted {
+    /// Its run id (what a kill of the terminal names).
+    pub run: String,
+    /// The pid of its wrapper, the terminal's session leader.
+    pub pid: u32,
 }
 
 impl ExecEngine {
@@ -181,116 +211,131 @@ impl ExecEngine {
 
     /// Runs a user command (see [`ExecRequest`]).
     ///
-    /// Invalid requests fail with `invalid_request` before anything runs. A
-    /// cancelled token fails with `aborted` at once. Timeout and abort kill
-    /// the command's process tree (TERM, 2 s, KILL) with a second exec and
-    /// wait for it; a dropped connection does the same and fails with
+    /// Invalid requests fail with `invalid_request` before anything runs
+    /// (`reattach` too: only `Sandbox::exec` can follow a spawned process).
+    /// A cancelled token fails with `aborted` at once. Timeout and abort
+    /// kill the command's process tree (TERM, 2 s, KILL) with a second exec
+    /// and wait for it; a dropped connection does the same and fails with
     /// `connection_lost`. The result comes when the command's own process
     /// exits; children it left running keep running.
     pub async fn exec(&self, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
-        let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
+        let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel, reattach } = request;
+        if reattach {
+            return Err(Error::invalid_request(
+                "reattach: the engine alone cannot follow a spawned process; nothing was run",
+            ));
+        }
         let mut collector = Collector::new(max_output_bytes, output);
-        let command = Command { command, cwd, env, stdin: stdin.into(), timeout, cancel, long_lived: false };
-        match self.run_command(target, command, &mut collector).await? {
-            RunEnd::Exited(code) => Ok(collector.result(Some(code), false)),
-            RunEnd::TimedOut => Ok(collector.result(None, true)),
-            RunEnd::Released => Err(Error::internal("the exec output collector ended the session")),
+        let program = Program::Shell(Shell { command: &command, cwd: &cwd, env: &env });
+        let options = RunOptions { stdin: stdin.into(), timeout, cancel, slots: Slots::Calls };
+        let exit = self.run(target, program, options, &mut collector).await?;
+        Ok(collector.result(exit))
+    }
+
+    /// Runs `program` in `target`, handing its output to `sink` (for a
+    /// [`Program::Shell`], without the wrapper's trailers), and resolves how
+    /// it ended. The one way anything runs in a pod.
+    pub(crate) async fn run(
+        &self,
+        target: &ExecTarget,
+        program: Program<'_>,
+        options: RunOptions,
+        sink: &mut impl Sink,
+    ) -> Result<Exit> {
+        match program {
+            Program::Shell(shell) => self.run_shell(target, shell, options, sink).await,
+            Program::Argv(argv) => self.run_argv(target, argv, options, sink).await,
         }
     }
 
-    /// Runs a command through the wrapper, handing its output to `sink`.
-    pub(crate) async fn run_command(
+    /// [`Program::Shell`]: records the run, then runs it through the wrapper.
+    async fn run_shell(
         &self,
         target: &ExecTarget,
-        command: Command,
+        shell: Shell<'_>,
+        options: RunOptions,
         sink: &mut impl Sink,
-    ) -> Result<RunEnd> {
+    ) -> Result<Exit> {
         let run = self.inner.runs.start();
         if !trace::enabled() {
-            return self.run_started(target, run, command, sink).await;
+            return self.run_started(target, run, shell, options, sink).await;
         }
         let id = run.id.clone();
-        let names: Vec<&str> = command.env.iter().map(|(name, _)| name.as_str()).collect();
+        let names: Vec<&str> = shell.env.iter().map(|(name, _)| name.as_str()).collect();
         trace!(
             "exec {id} in {}/{}: start ({} command bytes, {} stdin bytes, env {names:?}, cwd {:?})",
             target.namespace,
             target.pod,
-            command.command.len(),
-            match &command.stdin {
-                CommandInput::Bytes(bytes) => bytes.len(),
+            shell.command.len(),
+            match &options.stdin {
+                Input::Bytes(bytes) => bytes.len(),
                 _ => 0,
             },
-            command.cwd
+            shell.cwd
         );
         let start = Instant::now();
-        let end = self.run_started(target, run, command, sink).await;
+        let end = self.run_started(target, run, shell, options, sink).await;
         let how = match &end {
-            Ok(RunEnd::Exited(code)) => format!("exit {code}"),
-            Ok(RunEnd::TimedOut) => "timed out, killed".to_owned(),
-            Ok(RunEnd::Released) => "released".to_owned(),
+            Ok(Exit { exit_code: Some(code), .. }) => format!("exit {code}"),
+            Ok(Exit { timed_out: true, .. }) => "timed out, killed".to_owned(),
+            Ok(_) => "released".to_owned(),
             Err(e) => format!("failed: {}", e.code),
         };
         trace!("exec {id}: {how} after {} ms", start.elapsed().as_millis());
         end
     }
 
-    /// [`ExecEngine::run_command`] for a run already recorded.
+    /// [`ExecEngine::run_shell`] for a run already recorded.
     async fn run_started(
         &self,
         target: &ExecTarget,
         run: RunGuard,
-        command: Command,
+        shell: Shell<'_>,
+        options: RunOptions,
         sink: &mut impl Sink,
-    ) -> Result<RunEnd> {
-        let Command { command, cwd, env, stdin, timeout, cancel, long_lived } = command;
-        let spec = CommandSpec {
-            command: &command,
-            cwd: &cwd,
-            env: &env,
-            stdin: match &stdin {
-                CommandInput::None => CommandStdin::None,
-                CommandInput::Bytes(bytes) => CommandStdin::Bytes(bytes.len()),
-                CommandInput::Stream(_) => CommandStdin::Stream,
-                CommandInput::Terminal(terminal) => CommandStdin::Terminal(terminal.size),
-            },
+    ) -> Result<Exit> {
+        let RunOptions { stdin, timeout, cancel, slots } = options;
+        let reads = match &stdin {
+            Input::None => CommandStdin::None,
+            Input::Bytes(bytes) => CommandStdin::Bytes(bytes.len()),
+            Input::Stream(_) => CommandStdin::Stream,
+            Input::Terminal(terminal) => CommandStdin::Terminal(terminal.size),
         };
         let WrapperCall { argv, mut stdin_prefix } =
-            wrapper::wrapper_argv(&run.id, &run.secret, &spec, run.cleanup_bound, self.audit)?;
+            wrapper::wrapper_argv(&run.id, &run.secret, &shell, reads, run.cleanup_bound, self.audit)?;
         // A terminal's wrapper gets its prefix once it has said it takes it
         // raw (`TerminalStart`), then the caller's input; every other
         // wrapper gets it at once, ahead of the command's bytes or stream.
-        let (stdin, handshake) = match stdin {
-            CommandInput::None => (Stdin::Bytes(Bytes::from(stdin_prefix)), None),
-            CommandInput::Bytes(bytes) => {
+        let (stdin, feed, start) = match stdin {
+            Input::None => (Stdin::Bytes(Bytes::from(stdin_prefix)), None, None),
+            Input::Bytes(bytes) => {
                 stdin_prefix.extend_from_slice(&bytes);
-                (Stdin::Bytes(Bytes::from(stdin_prefix)), None)
+                (Stdin::Bytes(Bytes::from(stdin_prefix)), None, None)
             }
-            CommandInput::Stream(rest) => (Stdin::Stream { head: Bytes::from(stdin_prefix), rest }, None),
-            CommandInput::Terminal(TerminalCommand { size, input, started }) => {
+            Input::Stream(rest) => (Stdin::Stream { head: Bytes::from(stdin_prefix), rest }, None, None),
+            Input::Terminal(TerminalCommand { size, input, started }) => {
                 let (tx, rx) = mpsc::channel(1);
                 let (ready, start) = TerminalStart::new(run.id.clone(), started);
-                (Stdin::Terminal { size, input: rx }, Some((Bytes::from(stdin_prefix), input, tx, ready, start)))
+                let feed = feed(Bytes::from(stdin_prefix), input, tx, ready);
+                (Stdin::Terminal { size, input: rx }, Some(feed), Some(start))
             }
         };
         if cancel.is_cancelled() {
             return Err(aborted());
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let permits = if long_lived { &self.inner.long } else { &self.inner.calls };
         let _slot = tokio::select! {
-            slot = permits.acquire(target) => slot,
+            slot = self.acquire(&slots, target) => slot,
             () = cancel.cancelled() => return Err(aborted()),
-            () = sleep_until(deadline) => return Ok(RunEnd::TimedOut),
+            () = sleep_until(deadline) => return Ok(Exit::TIMED_OUT),
         };
 
         let release = Release::new();
-        let (mut wrapped, feed) = match handshake {
-            None => (Wrapped::new(&run.secret, sink, release.clone(), None), None),
-            Some((prefix, input, tx, ready, start)) => {
-                (Wrapped::new(&run.secret, sink, release.clone(), Some(start)), Some(feed(prefix, input, tx, ready)))
-            }
-        };
-        let outcome = {
+        let mut wrapped = Wrapped::new(&run.secret, sink, release.clone(), start);
+        // `None`: the engine stopped the run (abort or timeout) and killed
+        // its tree.
+        let mut aborted_first = false;
+        let ended = {
             let work = self.run_with(target, argv, stdin, release, |rx| wrapped.consume(rx));
             let work = async {
                 let Some(feed) = feed else { return work.await };
@@ -300,31 +345,31 @@ impl ExecEngine {
                 }
             };
             tokio::pin!(work);
-            let stop = tokio::select! {
-                ended = &mut work => Err(ended),
-                () = cancel.cancelled() => Ok(Stop::Aborted),
-                () = sleep_until(deadline) => Ok(Stop::TimedOut),
+            let ended = tokio::select! {
+                ended = &mut work => Some(ended),
+                () = cancel.cancelled() => None,
+                () = sleep_until(deadline) => None,
             };
-            match stop {
-                Err(ended) => Err(ended),
-                Ok(stop) => {
-                    // Keep collecting while the tree dies, so the result has
-                    // the output written up to the kill (the wrapper's
-                    // trailer then ends the session).
-                    let kill = self.kill(target, &run.id);
-                    tokio::pin!(kill);
-                    tokio::select! {
-                        _ = &mut work => kill.await,
-                        () = &mut kill => { let _ = tokio::time::timeout(DRAIN_AFTER_KILL, &mut work).await; }
-                    }
-                    Ok(stop)
+            if ended.is_none() {
+                aborted_first = cancel.is_cancelled();
+                // Keep collecting while the tree dies, so the result has
+                // the output written up to the kill (the wrapper's
+                // trailer then ends the session).
+                let kill = self.kill(target, &run.id);
+                tokio::pin!(kill);
+                tokio::select! {
+                    _ = &mut work => kill.await,
+                    () = &mut kill => { let _ = tokio::time::timeout(DRAIN_AFTER_KILL, &mut work).await; }
                 }
             }
+            ended
         };
-        match outcome {
+        match ended {
+            None if aborted_first => Err(aborted()),
+            None => Ok(Exit::TIMED_OUT),
             // A terminal whose wrapper ended before its command started,
             // without saying why (its `stty` failed, say).
-            Err(Ok(_)) if wrapped.start().is_some() && wrapped.end().0.is_none() => {
+            Some(Ok(_)) if wrapped.start().is_some() && wrapped.said().is_none() => {
                 let said = String::from_utf8_lossy(wrapped.start().map_or(&[][..], TerminalStart::held)).into_owned();
                 Err(Error::new(
                     ErrorCode::Unsupported,
@@ -334,9 +379,59 @@ impl ExecEngine {
                     ),
                 ))
             }
-            Err(ended) => self.finish(target, &run.id, &cwd, ended, wrapped.end()).await,
-            Ok(Stop::Aborted) => Err(aborted()),
-            Ok(Stop::TimedOut) => Ok(RunEnd::TimedOut),
+            Some(ended) => self.finish(target, &run.id, shell.cwd, ended, wrapped.said(), wrapped.sink_done()).await,
+        }
+    }
+
+    /// [`Program::Argv`]: the script as the exec's own process.
+    async fn run_argv(
+        &self,
+        target: &ExecTarget,
+        argv: Vec<String>,
+        options: RunOptions,
+        sink: &mut impl Sink,
+    ) -> Result<Exit> {
+        let RunOptions { stdin, timeout, cancel, slots } = options;
+        let stdin = match stdin {
+            Input::None => Stdin::None,
+            Input::Bytes(bytes) => Stdin::Bytes(bytes),
+            Input::Stream(rest) => Stdin::Stream { head: Bytes::new(), rest },
+            Input::Terminal(_) => return Err(Error::internal("a terminal runs a shell command, not a script")),
+        };
+        let release = Release::new();
+        let work = async {
+            let _slot = self.acquire(&slots, target).await;
+            self.run_with(target, argv, stdin, release.clone(), |rx| forward(rx, sink, &release)).await
+        };
+        if cancel.is_cancelled() {
+            return Err(aborted());
+        }
+        let ended = tokio::select! {
+            ended = work => ended?,
+            () = cancel.cancelled() => return Err(aborted()),
+            () = sleep_until(timeout.map(|t| Instant::now() + t)) => return Err(Error::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the call did not finish within {} ms (its timeoutMs, or the provider's callTimeoutMs)",
+                    timeout.unwrap_or_default().as_millis()
+                ),
+            )),
+        };
+        match ended {
+            Completion::Exited(code) => Ok(Exit::code(code)),
+            Completion::Released => Ok(Exit::RELEASED),
+            Completion::Failed(message) => {
+                Err(Error::internal(format!("the container runtime failed the exec: {message}")))
+            }
+        }
+    }
+
+    /// A slot of the class `slots` names, once one is free.
+    async fn acquire(&self, slots: &Slots, target: &ExecTarget) -> Option<Slot> {
+        match slots {
+            Slots::Calls => Some(self.inner.calls.acquire(target).await),
+            Slots::LongLived => Some(self.inner.long.acquire(target).await),
+            Slots::Exempt => None,
         }
     }
 
@@ -351,71 +446,12 @@ impl ExecEngine {
     /// process, or by a connection whose kill failed. Called on connect so a
     /// resumed session never shares the workspace with an orphan.
     pub async fn sweep_orphans(&self, target: &ExecTarget) -> Result<()> {
-        let (next, live) = self.inner.runs.snapshot();
+        let Snapshot { next, live } = self.inner.runs.snapshot();
         let argv = kill::sweep_argv(self.inner.runs.instance(), next, &live);
-        let (ended, stderr) = self.run_script(target, &Call::within(SWEEP_TIMEOUT), argv, None, |_| Ok(())).await?;
-        script_status(ended, "the orphan sweep", stderr).map(drop)
-    }
-
-    /// Runs one of the engine's own scripts under the concurrency cap,
-    /// handing stdout chunks to `on_stdout` (an `Err` from it stops the run
-    /// and is returned); returns how it ended and the head of its stderr.
-    /// `call` bounds it (`aborted`, `timeout`); a script stopped so has its
-    /// connection closed (it is left to end by itself in the pod).
-    pub(crate) async fn run_script(
-        &self,
-        target: &ExecTarget,
-        call: &Call,
-        argv: Vec<String>,
-        stdin: Option<Bytes>,
-        mut on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
-    ) -> Result<(Completion, HeadBuffer)> {
-        let mut stderr = HeadBuffer::new(MESSAGE_BYTES);
-        let ended = self
-            .run_script_with(target, call, argv, stdin, |OutputChunk { stream, data }| match stream {
-                Stream::Stdout => on_stdout(data),
-                Stream::Stderr => {
-                    stderr.push(&data);
-                    Ok(())
-                }
-            })
-            .await?;
-        Ok((ended, stderr))
-    }
-
-    /// Like [`ExecEngine::run_script`], with both streams going to `on_chunk`.
-    pub(crate) async fn run_script_with(
-        &self,
-        target: &ExecTarget,
-        call: &Call,
-        argv: Vec<String>,
-        stdin: Option<Bytes>,
-        mut on_chunk: impl FnMut(OutputChunk) -> Result<()> + Send,
-    ) -> Result<Completion> {
-        let work = async {
-            let _slot = self.inner.calls.acquire(target).await;
-            self.run_with(target, argv, stdin.into(), Release::new(), |mut rx| async move {
-                while let Some(chunk) = rx.recv().await {
-                    on_chunk(chunk)?;
-                }
-                Ok(())
-            })
-            .await
-        };
-        if call.cancel.is_cancelled() {
-            return Err(aborted());
-        }
-        tokio::select! {
-            ended = work => ended,
-            () = call.cancel.cancelled() => Err(aborted()),
-            () = sleep_until(call.timeout.map(|t| Instant::now() + t)) => Err(Error::new(
-                ErrorCode::Timeout,
-                format!(
-                    "the call did not finish within {} ms (its timeoutMs, or the provider's callTimeoutMs)",
-                    call.timeout.unwrap_or_default().as_millis()
-                ),
-            )),
-        }
+        let mut out = ScriptOutput::new(|_| Ok(()));
+        let options = RunOptions::call(&Call::within(SWEEP_TIMEOUT), None);
+        let exit = self.run(target, Program::Argv(argv), options, &mut out).await?;
+        script_status(exit, "the orphan sweep", out.into_stderr())
     }
 
     /// Runs `argv` while `consume` takes its output.
@@ -440,39 +476,33 @@ impl ExecEngine {
         }
     }
 
-    /// Maps a finished wrapper run to the caller's result.
+    /// Maps a finished wrapper run to how it ended: `ended` as the runtime
+    /// says, `said` as the wrapper's trailer says, `sink_done` whether the
+    /// sink ended it.
     async fn finish(
         &self,
         target: &ExecTarget,
         run: &str,
         cwd: &str,
         ended: Result<Completion>,
-        end: (Option<WrapperEnd>, bool),
-    ) -> Result<RunEnd> {
-        let (trailer, sink_done) = end;
-        match (ended, trailer) {
-            (Ok(_), Some(WrapperEnd::BadCwd)) => Err(Error::new(
-                ErrorCode::NotFound,
-                format!("cwd {} does not exist or is not an accessible directory; nothing was run", quoted(cwd)),
-            )),
-            (Ok(_), Some(WrapperEnd::ShortCommand)) => Err(Error::new(
-                ErrorCode::ConnectionLost,
-                "the command did not arrive completely on the exec's stdin; nothing was run",
-            )),
-            (Ok(_), Some(WrapperEnd::NoRunDir)) => Err(Error::internal(
-                "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/run in the sandbox (is the filesystem read-only? \
-                 set TMPDIR in the pod to a writable directory); nothing was run",
-            )),
-            (Ok(Completion::Released), _) if sink_done => Ok(RunEnd::Released),
-            (Ok(Completion::Released), Some(WrapperEnd::Exited(code))) => Ok(RunEnd::Exited(code)),
+        said: Option<WrapperEnd>,
+        sink_done: bool,
+    ) -> Result<Exit> {
+        // The wrapper said it never started the command.
+        if let (Ok(_), Some(not_run)) = (&ended, said.and_then(|said| said.not_run_error(cwd, NotRun::Command))) {
+            return Err(not_run);
+        }
+        match (ended, said) {
+            (Ok(Completion::Released), _) if sink_done => Ok(Exit::RELEASED),
+            (Ok(Completion::Released), Some(WrapperEnd::Exited(code))) => Ok(Exit::code(code)),
             // The status is the authority when it comes first (a wrapper
             // killed before its trailer, say).
-            (Ok(Completion::Exited(code)), _) => Ok(RunEnd::Exited(code)),
+            (Ok(Completion::Exited(code)), _) => Ok(Exit::code(code)),
             (Ok(Completion::Failed(message)), _) => {
                 self.kill(target, run).await;
                 Err(Error::internal(format!("the container runtime failed the exec: {message}")))
             }
-            (Ok(Completion::Released), None) => Err(Error::internal("an exec was released before its trailer")),
+            (Ok(Completion::Released), _) => Err(Error::internal("an exec was released before its trailer")),
             (Err(e), _) if e.code == ErrorCode::ConnectionLost => {
                 self.kill(target, run).await;
                 Err(e)
@@ -492,18 +522,23 @@ impl ExecEngine {
     /// [`KILL_TIMEOUT`]). Exempt from the concurrency cap, as every kill.
     pub(crate) async fn signal_run(&self, target: &ExecTarget, run: &str, mode: kill::KillMode) -> Result<()> {
         let argv = kill::kill_argv(&[run.to_owned()], mode);
-        let work = self.run_with(target, argv, Stdin::None, Release::new(), drain_channel);
-        let ended = tokio::time::timeout(KILL_TIMEOUT, work).await.map_err(|_| {
-            Error::new(ErrorCode::Timeout, format!("the kill did not finish within {} s", KILL_TIMEOUT.as_secs()))
-        })??;
-        script_status(ended, "the kill", HeadBuffer::new(0)).map(drop)
+        let mut out = ScriptOutput::new(|_| Ok(()));
+        let options = RunOptions {
+            stdin: Input::None,
+            timeout: Some(KILL_TIMEOUT),
+            cancel: CancellationToken::new(),
+            slots: Slots::Exempt,
+        };
+        // `run_argv`, not `run`: a shell run kills through here, and a
+        // future cannot contain itself.
+        let exit = self.run_argv(target, argv, options, &mut out).await.map_err(|e| match e.code {
+            ErrorCode::Timeout => {
+                Error::new(ErrorCode::Timeout, format!("the kill did not finish within {} s", KILL_TIMEOUT.as_secs()))
+            }
+            _ => e,
+        })?;
+        script_status(exit, "the kill", out.into_stderr())
     }
-}
-
-/// Why a command was stopped by the engine.
-enum Stop {
-    Aborted,
-    TimedOut,
 }
 
 /// The `aborted` error; its message is exactly "aborted", as callers match on it.
@@ -537,27 +572,36 @@ async fn feed(
     }
 }
 
-async fn drain_channel(mut rx: mpsc::Receiver<OutputChunk>) -> Result<()> {
-    while rx.recv().await.is_some() {}
+/// Hands a script's output to `sink`; once the sink is done, releases the
+/// session and discards the rest.
+async fn forward(mut rx: mpsc::Receiver<OutputChunk>, sink: &mut impl Sink, release: &Release) -> Result<()> {
+    while let Some(chunk) = rx.recv().await {
+        if release.is_requested() {
+            continue;
+        }
+        if let Flow::Done = sink.output(chunk).await? {
+            release.close();
+        }
+    }
     Ok(())
 }
 
-/// Exit 0 of one of the engine's scripts, or an error naming it.
-pub(crate) fn script_status(ended: Completion, what: &str, stderr: HeadBuffer) -> Result<i32> {
-    match ended {
-        Completion::Exited(code) => Ok(code),
-        Completion::Failed(message) => {
-            Err(Error::internal(format!("{what} failed in the container runtime: {message}")))
-        }
-        Completion::Released => Err(Error::internal(format!("{what} was released before it ended"))),
+/// Exit 0 of one of the engine's scripts, or an error naming it (`what`)
+/// with the head of its stderr.
+pub(crate) fn script_status(exit: Exit, what: &str, stderr: HeadBuffer) -> Result<()> {
+    match exit.status(what)? {
+        0 => Ok(()),
+        code => Err(script_failed(what, code, stderr)),
     }
-    .and_then(|code| match code {
-        0 => Ok(0),
-        n => Err(Error::internal(format!(
-            "{what} failed (exit {n}): {}",
-            shorten(String::from_utf8_lossy(&stderr.into_inner()).trim())
-        ))),
-    })
+}
+
+/// The error of one of the engine's scripts (`what`) that exited with
+/// `code`, with the head of its stderr.
+pub(crate) fn script_failed(what: &str, code: i32, stderr: HeadBuffer) -> Error {
+    Error::internal(format!(
+        "{what} failed (exit {code}): {}",
+        shorten(String::from_utf8_lossy(&stderr.into_inner()).trim())
+    ))
 }
 
 #[cfg(test)]
@@ -568,9 +612,10 @@ mod tests {
     fn script_status_names_the_script() {
         let mut err = HeadBuffer::new(100);
         err.push(b"boom\n");
-        let e = script_status(Completion::Exited(3), "the sweep", err).unwrap_err();
+        let e = script_status(Exit::code(3), "the sweep", err).unwrap_err();
         assert_eq!(e.message, "the sweep failed (exit 3): boom");
-        assert_eq!(script_status(Completion::Exited(0), "x", HeadBuffer::new(1)).unwrap(), 0);
-        assert!(script_status(Completion::Failed("no".into()), "x", HeadBuffer::new(1)).is_err());
+        script_status(Exit::code(0), "x", HeadBuffer::new(1)).unwrap();
+        let e = script_status(Exit::RELEASED, "x", HeadBuffer::new(1)).unwrap_err();
+        assert_eq!(e.message, "x ended without an exit status");
     }
 }

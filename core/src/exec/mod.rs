@@ -39,13 +39,13 @@ mod websocket;
 pub mod wrapper;
 
 pub use engine::ExecEngine;
-pub(crate) use engine::{aborted, script_status, Command, CommandInput, RunEnd};
+pub(crate) use engine::{aborted, script_failed, script_status, Input, Program, RunOptions, Slots};
 pub use output::{OutputChunk, Stream};
-pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
+pub use request::{Call, ExecRequest, ExecResult, Exit, DEFAULT_MAX_OUTPUT_BYTES};
 pub use runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
-pub(crate) use sink::{Flow, Sink};
+pub(crate) use sink::{Collector, Flow, ScriptOutput, Sink};
 pub use status::Completion;
-pub use terminal::{Terminal, TerminalExit, TerminalRequest};
+pub use terminal::{Terminal, TerminalRequest};
 pub use websocket::{Liveness, PodExecRuntime};
 
 /// Where commands run: a container of a pod.

@@ -1,5 +1,5 @@
 //! What a caller asks of the exec engine ([`ExecRequest`]) and what it gets
-//! back ([`ExecResult`]).
+//! back ([`ExecResult`]; every run of the engine ends in an [`Exit`]).
 
 use std::time::Duration;
 
@@ -35,6 +35,11 @@ pub struct ExecRequest {
     pub output: Option<mpsc::Sender<OutputChunk>>,
     /// Cancelling kills the command and fails the exec with `aborted`.
     pub cancel: CancellationToken,
+    /// Run the command as a spawned process and follow it to its end, so a
+    /// dropped connection or an API server restart resumes the reading
+    /// instead of failing (see `Sandbox::exec`; [`super::ExecEngine::exec`]
+    /// cannot, and refuses it).
+    pub reattach: bool,
 }
 
 impl ExecRequest {
@@ -49,6 +54,7 @@ impl ExecRequest {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             output: None,
             cancel: CancellationToken::new(),
+            reattach: false,
         }
     }
 }
@@ -88,4 +94,35 @@ pub struct ExecResult {
     pub stderr: Vec<u8>,
     /// Output beyond `max_output_bytes` was left out of a buffer.
     pub truncated: bool,
+}
+
+/// How a run of the engine ended: a command's exit status, or why it has
+/// none. What a terminal's `wait` resolves with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit status as the shell reports it (128 + n for a signal); `None`
+    /// when the engine killed it on timeout (`timed_out`), or when the
+    /// caller's sink ended the session before it said.
+    pub exit_code: Option<i32>,
+    /// The timeout fired and the command's tree was killed.
+    pub timed_out: bool,
+}
+
+impl Exit {
+    /// Exited with `code`.
+    pub(crate) fn code(code: i32) -> Self {
+        Exit { exit_code: Some(code), timed_out: false }
+    }
+
+    /// Killed by the engine on timeout.
+    pub(crate) const TIMED_OUT: Exit = Exit { exit_code: None, timed_out: true };
+
+    /// Ended by the caller's sink before its exit status came.
+    pub(crate) const RELEASED: Exit = Exit { exit_code: None, timed_out: false };
+
+    /// The exit status of a run that must have one (one of the engine's
+    /// scripts, a transfer), or an error naming it (`what`).
+    pub(crate) fn status(self, what: &str) -> crate::error::Result<i32> {
+        self.exit_code.ok_or_else(|| crate::error::Error::internal(format!("{what} ended without an exit status")))
+    }
 }

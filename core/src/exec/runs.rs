@@ -11,9 +11,25 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Runs {
     /// Random per engine, so run ids of different processes never collide.
     instance: String,
-    /// Next counter and the runs not finished yet, changed together so a
-    /// sweep sees a consistent picture.
-    state: Mutex<(u64, BTreeSet<u64>)>,
+    /// Changed together, so a sweep sees a consistent picture.
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The counter of the next run.
+    next: u64,
+    /// The counters of the runs not finished yet.
+    live: BTreeSet<u64>,
+}
+
+/// The registry at one moment, for the orphan sweep.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// The counter of the next run: runs from here on are not orphans.
+    pub(crate) next: u64,
+    /// The ids of the live runs.
+    pub(crate) live: Vec<String>,
 }
 
 /// How often a run asks its wrapper to remove the finished runs' records.
@@ -38,7 +54,7 @@ pub(crate) struct RunGuard {
 impl Runs {
     /// A registry with a fresh instance id.
     pub(crate) fn new() -> Arc<Runs> {
-        Arc::new(Runs { instance: instance_id(), state: Mutex::new((0, BTreeSet::new())) })
+        Arc::new(Runs { instance: instance_id(), state: Mutex::default() })
     }
 
     /// This engine's instance id.
@@ -50,18 +66,18 @@ impl Runs {
     /// concurrency slot, so a sweep can never take a starting run for an orphan.
     pub(crate) fn start(self: &Arc<Self>) -> RunGuard {
         let mut state = self.state.lock().expect("run registry poisoned");
-        let counter = state.0;
-        state.0 += 1;
-        state.1.insert(counter);
+        let counter = state.next;
+        state.next += 1;
+        state.live.insert(counter);
         let cleanup_bound =
-            (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.1.first().copied().unwrap_or(counter));
+            (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.live.first().copied().unwrap_or(counter));
         RunGuard { runs: self.clone(), counter, id: self.id(counter), secret: secret(), cleanup_bound }
     }
 
     /// The next counter and the ids of the live runs, taken together.
-    pub(crate) fn snapshot(&self) -> (u64, Vec<String>) {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let state = self.state.lock().expect("run registry poisoned");
-        (state.0, state.1.iter().map(|n| self.id(*n)).collect())
+        Snapshot { next: state.next, live: state.live.iter().map(|n| self.id(*n)).collect() }
     }
 
     fn id(&self, counter: u64) -> String {
@@ -71,7 +87,7 @@ impl Runs {
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
-        self.runs.state.lock().expect("run registry poisoned").1.remove(&self.counter);
+        self.runs.state.lock().expect("run registry poisoned").live.remove(&self.counter);
     }
 }
 
@@ -118,7 +134,7 @@ mod tests {
         assert!(r1.secret.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(r1.secret, r2.secret);
         drop(r1);
-        assert_eq!(runs.snapshot(), (2, vec![r2.id.clone()]));
+        assert_eq!(runs.snapshot(), Snapshot { next: 2, live: vec![r2.id.clone()] });
         assert_eq!(r2.cleanup_bound, None);
         let all: Vec<RunGuard> = (2..CLEANUP_EVERY).map(|_| runs.start()).collect();
         // The 256th run: r2 (counter 1) is the oldest still live.

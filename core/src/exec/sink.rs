@@ -1,14 +1,17 @@
-//! Where a command's output goes: the [`Sink`] a caller plugs into
+//! Where a run's output goes: the [`Sink`] a caller plugs into
 //! [`super::ExecEngine`]'s runs, the wrapper's side that strips the trailers
-//! before the sink sees anything ([`Wrapped`]), and the sink of a plain exec
-//! ([`Collector`]: capped result buffers plus the caller's channel).
+//! before the sink sees anything ([`Wrapped`]), the sink of an exec
+//! ([`Collector`]: capped result buffers plus the caller's channel; also
+//! behind `exec({ reattach })`) and of the engine's scripts
+//! ([`ScriptOutput`]).
 
 use bytes::Bytes;
 use std::future::Future;
 use tokio::sync::{mpsc, oneshot};
 
+use super::engine::TerminalStarted;
 use super::output::{HeadBuffer, OutputChunk, Stream};
-use super::request::ExecResult;
+use super::request::{ExecResult, Exit};
 use super::runtime::Release;
 use super::trailer::TrailerScanner;
 use super::wrapper::WrapperEnd;
@@ -50,7 +53,7 @@ pub(super) struct Wrapped<'s, K> {
 /// never the command's output: held, at most [`START_HELD_BYTES`].
 pub(super) struct TerminalStart {
     ready: Option<oneshot::Sender<()>>,
-    started: Option<oneshot::Sender<(String, u32)>>,
+    started: Option<oneshot::Sender<TerminalStarted>>,
     run: String,
     held: Vec<u8>,
 }
@@ -63,7 +66,7 @@ const STARTED: &[u8] = b"\x1easb started ";
 impl TerminalStart {
     /// A start of run `run` that reports the run id and the pid to
     /// `started`; the receiver resolves when the wrapper takes its prefix.
-    pub(super) fn new(run: String, started: oneshot::Sender<(String, u32)>) -> (oneshot::Receiver<()>, Self) {
+    pub(super) fn new(run: String, started: oneshot::Sender<TerminalStarted>) -> (oneshot::Receiver<()>, Self) {
         let (ready, rx) = oneshot::channel();
         (rx, TerminalStart { ready: Some(ready), started: Some(started), run, held: Vec::new() })
     }
@@ -90,7 +93,7 @@ impl TerminalStart {
         // The terminal's mode is back: the newline may be CRLF.
         let pid = std::str::from_utf8(&line[..end]).ok().and_then(|p| p.trim_end_matches('\r').parse().ok());
         if let (Some(pid), Some(started)) = (pid, self.started.take()) {
-            let _ = started.send((std::mem::take(&mut self.run), pid));
+            let _ = started.send(TerminalStarted { run: std::mem::take(&mut self.run), pid });
         }
         Some(Bytes::copy_from_slice(&line[end + 1..]))
     }
@@ -187,31 +190,37 @@ impl<'s, K: Sink> Wrapped<'s, K> {
         self.start.as_ref()
     }
 
-    /// How the wrapper said the command ended, and whether the sink ended it.
-    pub(super) fn end(&self) -> (Option<WrapperEnd>, bool) {
-        let status = self.stdout.status().or(self.stderr.status());
-        (status.and_then(WrapperEnd::parse), self.sink_done)
+    /// How the wrapper said the command ended, if it has.
+    pub(super) fn said(&self) -> Option<WrapperEnd> {
+        self.stdout.status().or(self.stderr.status()).and_then(WrapperEnd::parse)
+    }
+
+    /// Whether the sink ended the session.
+    pub(super) fn sink_done(&self) -> bool {
+        self.sink_done
     }
 }
 
 /// Collects a user command's output: keeps the capped buffers, forwards
 /// every chunk to the caller's channel.
-pub(super) struct Collector {
+pub(crate) struct Collector {
     stdout: HeadBuffer,
     stderr: HeadBuffer,
     output: Option<mpsc::Sender<OutputChunk>>,
 }
 
 impl Collector {
-    pub(super) fn new(limit: usize, output: Option<mpsc::Sender<OutputChunk>>) -> Self {
+    /// Buffers of at most `limit` bytes each; every chunk to `output` too.
+    pub(crate) fn new(limit: usize, output: Option<mpsc::Sender<OutputChunk>>) -> Self {
         Collector { stdout: HeadBuffer::new(limit), stderr: HeadBuffer::new(limit), output }
     }
 
-    pub(super) fn result(self, exit_code: Option<i32>, timed_out: bool) -> ExecResult {
+    /// The exec's result once it ended so.
+    pub(crate) fn result(self, exit: Exit) -> ExecResult {
         let truncated = self.stdout.truncated() || self.stderr.truncated();
         ExecResult {
-            exit_code,
-            timed_out,
+            exit_code: exit.exit_code,
+            timed_out: exit.timed_out,
             stdout: self.stdout.into_inner(),
             stderr: self.stderr.into_inner(),
             truncated,
@@ -230,6 +239,38 @@ impl Sink for Collector {
                 // The consumer is gone; the result buffers still fill.
                 self.output = None;
             }
+        }
+        Ok(Flow::More)
+    }
+}
+
+/// Stderr kept for the error messages of the engine's scripts.
+const MESSAGE_BYTES: usize = 16 * 1024;
+
+/// The output of one of the engine's scripts: stdout to `on_stdout` (an
+/// `Err` from it stops the run and is its error), the head of stderr kept
+/// for an error message.
+pub(crate) struct ScriptOutput<F> {
+    on_stdout: F,
+    stderr: HeadBuffer,
+}
+
+impl<F: FnMut(Bytes) -> Result<()> + Send> ScriptOutput<F> {
+    pub(crate) fn new(on_stdout: F) -> Self {
+        ScriptOutput { on_stdout, stderr: HeadBuffer::new(MESSAGE_BYTES) }
+    }
+
+    /// The head of stderr, once the run is over.
+    pub(crate) fn into_stderr(self) -> HeadBuffer {
+        self.stderr
+    }
+}
+
+impl<F: FnMut(Bytes) -> Result<()> + Send> Sink for ScriptOutput<F> {
+    async fn output(&mut self, chunk: OutputChunk) -> Result<Flow> {
+        match chunk.stream {
+            Stream::Stdout => (self.on_stdout)(chunk.data)?,
+            Stream::Stderr => self.stderr.push(&chunk.data),
         }
         Ok(Flow::More)
     }

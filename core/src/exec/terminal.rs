@@ -17,10 +17,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Mutex};
 use tokio_util::sync::CancellationToken;
 
-use super::engine::{Command, CommandInput, RunEnd, TerminalCommand};
+use super::engine::{Input, Program, RunOptions, Slots, TerminalCommand, TerminalStarted};
 use super::kill::{KillMode, SIGNALS};
 use super::output::OutputChunk;
+use super::request::Exit;
 use super::sink::{Flow, Sink};
+use super::wrapper::Shell;
 use super::{ExecEngine, ExecTarget, TerminalInput, TerminalSize};
 use crate::error::{Error, ErrorCode, Result};
 
@@ -59,15 +61,6 @@ pub struct TerminalRequest {
     pub output: mpsc::Sender<OutputChunk>,
 }
 
-/// How a terminal ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TerminalExit {
-    /// Exit status (128 + n for a signal); `None` when the timeout killed it.
-    pub exit_code: Option<i32>,
-    /// The timeout fired and the tree was killed.
-    pub timed_out: bool,
-}
-
 /// A running terminal.
 pub struct Terminal {
     pid: u32,
@@ -79,7 +72,7 @@ pub struct Terminal {
     ended: CancellationToken,
     /// Closes the connection (after `close` killed the tree).
     stop: CancellationToken,
-    result: Mutex<Option<oneshot::Receiver<Result<TerminalExit>>>>,
+    result: Mutex<Option<oneshot::Receiver<Result<Exit>>>>,
     closing: Arc<Mutex<bool>>,
 }
 
@@ -117,35 +110,30 @@ impl ExecEngine {
         let (done, result) = oneshot::channel();
         let ended = CancellationToken::new();
         let stop = CancellationToken::new();
-        let command = Command {
-            command: command.unwrap_or_else(|| LOGIN_SHELL.to_owned()),
-            cwd,
-            env,
-            stdin: CommandInput::Terminal(TerminalCommand { size, input: input_rx, started: started_tx }),
+        let command = command.unwrap_or_else(|| LOGIN_SHELL.to_owned());
+        let options = RunOptions {
+            stdin: Input::Terminal(TerminalCommand { size, input: input_rx, started: started_tx }),
             timeout,
             // `close` ends the connection through `stop` once the tree is
             // gone; a caller's cancel also kills the tree first.
             cancel: cancel.clone(),
-            long_lived: false,
+            slots: Slots::Calls,
         };
         let (engine, run_target, run_ended, run_stop) = (self.clone(), target.clone(), ended.clone(), stop.clone());
         tokio::spawn(async move {
             let mut sink = Forward(output);
-            let run = engine.run_command(&run_target, command, &mut sink);
+            let program = Program::Shell(Shell { command: &command, cwd: &cwd, env: &env });
+            let run = engine.run(&run_target, program, options, &mut sink);
             let end = tokio::select! {
                 end = run => end,
                 () = run_stop.cancelled() => Err(Error::new(ErrorCode::ConnectionLost,
                     "the terminal's connection was closed after its process tree outlived close()")),
             };
             run_ended.cancel();
-            let _ = done.send(end.and_then(|end| match end {
-                RunEnd::Exited(code) => Ok(TerminalExit { exit_code: Some(code), timed_out: false }),
-                RunEnd::TimedOut => Ok(TerminalExit { exit_code: None, timed_out: true }),
-                RunEnd::Released => Err(Error::internal("the terminal's output consumer ended its session")),
-            }));
+            let _ = done.send(end);
         });
         match started.await {
-            Ok((run, pid)) => Ok(Terminal {
+            Ok(TerminalStarted { run, pid }) => Ok(Terminal {
                 pid,
                 run,
                 engine: self.clone(),
@@ -231,7 +219,7 @@ impl Terminal {
     /// Resolves how the terminal ended. `connection_lost` when its
     /// connection broke (its tree has then been killed), `aborted` when
     /// cancelled. Callable once.
-    pub async fn wait(&self) -> Result<TerminalExit> {
+    pub async fn wait(&self) -> Result<Exit> {
         let result = self.result.lock().await.take();
         let result =
             result.ok_or_else(|| Error::new(ErrorCode::InvalidState, "wait() was already called for this terminal"))?;

@@ -295,7 +295,9 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut sink, mut frames) = ws.split();
-    let ended = {
+    // As the consumer asked, when it released the session.
+    let mut drain = false;
+    let status = {
         // The one writer: stdin pieces with pings between them, then pings.
         // A failed write means the session ended; the reader says how.
         let feed = async {
@@ -312,20 +314,18 @@ where
             std::future::pending::<()>().await;
         };
         tokio::select! {
-            ended = read(&mut frames, output, liveness.stall) => ended.map(ReadEnd::Status),
-            drain = release.requested() => Ok(ReadEnd::Released(drain)),
+            ended = read(&mut frames, output, liveness.stall) => Some(ended?),
+            requested = release.requested() => {
+                drain = requested;
+                None
+            }
             () = feed => unreachable!("the writer never completes"),
         }
     };
-    match ended? {
-        ReadEnd::Status(completion) => Ok(Driven::Ended(completion)),
-        ReadEnd::Released(drain) => Ok(Driven::Released { session: Session { sink, frames }, drain }),
-    }
-}
-
-enum ReadEnd {
-    Status(Completion),
-    Released(bool),
+    Ok(match status {
+        Some(completion) => Driven::Ended(completion),
+        None => Driven::Released { session: Session { sink, frames }, drain },
+    })
 }
 
 /// The socket failed: the session is over, the reader says how.

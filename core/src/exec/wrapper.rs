@@ -17,7 +17,7 @@
 //! other, so a kill that races the start of a command still stops it.
 
 use super::runtime::TerminalSize;
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, ErrorCode, Result};
 
 /// Interpreter for every script: the one binary the image must have.
 pub const SHELL: &str = "/bin/sh";
@@ -84,17 +84,48 @@ pub fn script_argv(script: &str, args: impl IntoIterator<Item = String>) -> Vec<
     argv
 }
 
-/// What a user command needs besides its run id.
+/// A shell command line as the wrapper runs it.
 #[derive(Debug, Clone, Copy)]
-pub struct CommandSpec<'a> {
+pub struct Shell<'a> {
     /// The shell command line.
     pub command: &'a str,
     /// Directory to run in; empty means the exec's default directory.
     pub cwd: &'a str,
     /// Extra environment, applied over the pod's own.
     pub env: &'a [(String, String)],
-    /// What the command reads.
-    pub stdin: CommandStdin,
+}
+
+/// One of the engine's scripts as a command of the wrapper, for the runs
+/// that must be killable (a follower, a wait): its arguments become env
+/// pairs, which travel on stdin like the command, and the command first
+/// makes them its positional parameters again.
+#[derive(Debug)]
+pub struct ScriptCommand {
+    command: String,
+    env: Vec<(String, String)>,
+}
+
+/// Prefix of the env names that carry a [`ScriptCommand`]'s arguments.
+const SCRIPT_ARG: &str = "ASB_";
+
+impl ScriptCommand {
+    /// `script` run with `args` as `$1…`.
+    pub fn new(script: &str, args: impl IntoIterator<Item = String>) -> Self {
+        let env: Vec<(String, String)> =
+            args.into_iter().enumerate().map(|(i, arg)| (format!("{SCRIPT_ARG}{}", i + 1), arg)).collect();
+        let mut command = String::from("set --");
+        for (name, _) in &env {
+            command.push_str(&format!(" \"${name}\""));
+        }
+        command.push('\n');
+        command.push_str(script);
+        ScriptCommand { command, env }
+    }
+
+    /// The command for the wrapper (in the exec's default directory).
+    pub fn shell(&self) -> Shell<'_> {
+        Shell { command: &self.command, cwd: "", env: &self.env }
+    }
 }
 
 /// What a user command reads, as the wrapper's `$2` and `$6` say it.
@@ -127,29 +158,30 @@ pub struct WrapperCall {
     pub stdin_prefix: Vec<u8>,
 }
 
-/// Checks a request and builds the wrapper's `argv` and stdin prefix.
-/// Fails with `invalid_request` before anything runs: bad or reserved env
-/// names, env beyond what a process can hold, and NUL bytes anywhere.
-/// `secret` is the run's (random, per run); `cleanup` is the bound passed
-/// as `$3`; `audit` adds the command to argv for the API server's audit log
-/// (see [`WRAPPER`]).
+/// Checks a command and builds the wrapper's `argv` and stdin prefix for
+/// it, reading `stdin`. Fails with `invalid_request` before anything runs:
+/// bad or reserved env names, env beyond what a process can hold, and NUL
+/// bytes anywhere. `secret` is the run's (random, per run); `cleanup` is
+/// the bound passed as `$3`; `audit` adds the command to argv for the API
+/// server's audit log (see [`WRAPPER`]).
 pub fn wrapper_argv(
     run_id: &str,
     secret: &str,
-    spec: &CommandSpec<'_>,
+    shell: &Shell<'_>,
+    stdin: CommandStdin,
     cleanup: Option<u64>,
     audit: bool,
 ) -> Result<WrapperCall> {
-    no_nul("command", spec.command)?;
-    no_nul("cwd", spec.cwd)?;
-    let env = env_pairs(spec.env)?;
-    let mut prefix = Vec::with_capacity(secret.len() + spec.command.len() + spec.cwd.len() + 64);
+    no_nul("command", shell.command)?;
+    no_nul("cwd", shell.cwd)?;
+    let env = env_pairs(shell.env)?;
+    let mut prefix = Vec::with_capacity(secret.len() + shell.command.len() + shell.cwd.len() + 64);
     prefix.extend_from_slice(secret.as_bytes());
     prefix.push(b'\n');
-    let long = push_request(&mut prefix, spec.cwd, spec.command, &env, run_id);
+    let long = push_request(&mut prefix, shell.cwd, shell.command, &env, run_id);
     let mut args = vec![
         run_id.to_owned(),
-        match spec.stdin {
+        match stdin {
             CommandStdin::None => String::new(),
             CommandStdin::Bytes(len) => len.to_string(),
             CommandStdin::Stream | CommandStdin::Terminal(_) => "-".to_owned(),
@@ -157,13 +189,13 @@ pub fn wrapper_argv(
         cleanup.map(|n| n.to_string()).unwrap_or_default(),
         long.map(|n| n.to_string()).unwrap_or_default(),
         env.len().to_string(),
-        match spec.stdin {
+        match stdin {
             CommandStdin::Terminal(size) => format!("{} {}", size.cols, size.rows),
             _ => String::new(),
         },
     ];
     if audit {
-        args.push(spec.command.to_owned());
+        args.push(shell.command.to_owned());
     }
     Ok(WrapperCall { argv: script_argv(WRAPPER, args), stdin_prefix: prefix })
 }
@@ -272,7 +304,8 @@ pub fn no_nul(what: &str, value: &str) -> Result<()> {
     }
 }
 
-/// How the wrapper reported the end of a command, from its trailer.
+/// How the wrapper reported the end of a command, from its trailer (the
+/// spawn script's reply uses the same words for a process it did not start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WrapperEnd {
     /// The command ran and exited with this status.
@@ -295,6 +328,43 @@ impl WrapperEnd {
             n => n.parse().ok().map(Self::Exited),
         }
     }
+
+    /// The error for an end that says nothing ran (`None` for
+    /// [`WrapperEnd::Exited`]): a command of the exec wrapper, or a
+    /// process of the spawn script; `cwd` as requested.
+    pub(crate) fn not_run_error(self, cwd: &str, what: NotRun) -> Option<Error> {
+        let (nothing, dir) = match what {
+            NotRun::Command => ("nothing was run", "run"),
+            NotRun::Process => ("nothing was started", "proc"),
+        };
+        Some(match self {
+            WrapperEnd::Exited(_) => return None,
+            WrapperEnd::BadCwd => Error::new(
+                ErrorCode::NotFound,
+                format!("cwd {} does not exist or is not an accessible directory; {nothing}", quoted(cwd)),
+            ),
+            WrapperEnd::ShortCommand => Error::new(
+                ErrorCode::ConnectionLost,
+                match what {
+                    NotRun::Command => format!("the command did not arrive completely on the exec's stdin; {nothing}"),
+                    NotRun::Process => format!("stdin did not arrive completely; {nothing}"),
+                },
+            ),
+            WrapperEnd::NoRunDir => Error::internal(format!(
+                "cannot create ${{TMPDIR:-/tmp}}/.agent-sandbox/{dir} in the sandbox (is the filesystem read-only? \
+                 set TMPDIR in the pod to a writable directory); {nothing}"
+            )),
+        })
+    }
+}
+
+/// What [`WrapperEnd::not_run_error`] reports did not run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NotRun {
+    /// A command (exec, terminal, transfer, follower).
+    Command,
+    /// A spawned process.
+    Process,
 }
 
 #[cfg(test)]
@@ -317,35 +387,35 @@ mod tests {
     #[test]
     fn requests_travel_on_stdin_and_argv_holds_only_the_run_id_and_numbers() {
         let env = vec![("A".to_owned(), "x'$(y)`z`\n".to_owned())];
-        let spec = CommandSpec { command: "echo \"$A\"", cwd: "/w s", env: &env, stdin: CommandStdin::Bytes(3) };
-        let call = wrapper_argv("i.1", "5ec", &spec, Some(7), false).unwrap();
+        let shell = Shell { command: "echo \"$A\"", cwd: "/w s", env: &env };
+        let call = wrapper_argv("i.1", "5ec", &shell, CommandStdin::Bytes(3), Some(7), false).unwrap();
         assert_eq!(&call.argv[..4], &["/bin/sh", "-c", WRAPPER, "sh"]);
         assert_eq!(&call.argv[4..], &["i.1", "3", "7", "", "1", ""]);
         // Secret, then cwd, command and the pair, each a line count and lines.
         assert_eq!(call.stdin_prefix, b"5ec\n1\n/w s\n1\necho \"$A\"\n2\nA=x'$(y)`z`\n\n");
-        let no_stdin = CommandSpec { stdin: CommandStdin::None, env: &[], cwd: "", ..spec };
-        let call = wrapper_argv("i.2", "5ec", &no_stdin, None, false).unwrap();
+        let plain = Shell { env: &[], cwd: "", ..shell };
+        let call = wrapper_argv("i.2", "5ec", &plain, CommandStdin::None, None, false).unwrap();
         assert_eq!(&call.argv[4..], &["i.2", "", "", "", "0", ""]);
         assert_eq!(call.stdin_prefix, b"5ec\n1\n\n1\necho \"$A\"\n");
         // A stream and a terminal are read by the command itself (`-`); a
         // terminal's size is `$6`.
-        let stream = CommandSpec { stdin: CommandStdin::Stream, ..no_stdin };
         assert_eq!(
-            &wrapper_argv("i.2", "5ec", &stream, None, false).unwrap().argv[4..],
+            &wrapper_argv("i.2", "5ec", &plain, CommandStdin::Stream, None, false).unwrap().argv[4..],
             &["i.2", "-", "", "", "0", ""]
         );
-        let tty = CommandSpec { stdin: CommandStdin::Terminal(TerminalSize { cols: 80, rows: 24 }), ..no_stdin };
+        let tty = CommandStdin::Terminal(TerminalSize { cols: 80, rows: 24 });
         assert_eq!(
-            &wrapper_argv("i.2", "5ec", &tty, None, false).unwrap().argv[4..],
+            &wrapper_argv("i.2", "5ec", &plain, tty, None, false).unwrap().argv[4..],
             &["i.2", "-", "", "", "0", "80 24"]
         );
         // A long command comes after the fields, followed by the run id.
         let long = "x".repeat(INLINE_COMMAND_MAX + 1);
-        let call = wrapper_argv("i.3", "5ec", &CommandSpec { command: &long, ..no_stdin }, None, false).unwrap();
+        let call =
+            wrapper_argv("i.3", "5ec", &Shell { command: &long, ..plain }, CommandStdin::None, None, false).unwrap();
         assert_eq!(&call.argv[4..], &["i.3", "", "", &(long.len() + 3).to_string(), "0", ""]);
         assert_eq!(call.stdin_prefix, [b"5ec\n1\n\n1\n\n", long.as_bytes(), b"i.3"].concat());
         // Asked to, the command (and only it) goes into argv for the audit log.
-        let call = wrapper_argv("i.4", "5ec", &spec, None, true).unwrap();
+        let call = wrapper_argv("i.4", "5ec", &shell, CommandStdin::Bytes(3), None, true).unwrap();
         assert_eq!(call.argv.last().unwrap(), "echo \"$A\"");
         assert!(!call.argv.iter().any(|a| a.contains("x'$(y)") || a.contains("/w s") || a.contains("5ec")));
     }
@@ -364,13 +434,23 @@ mod tests {
     #[test]
     fn bad_env_and_nul_are_rejected() {
         let env = vec![("OK".to_owned(), "v".to_owned()), ("B-AD".to_owned(), "v".to_owned())];
-        let spec = CommandSpec { command: "true", cwd: "", env: &env, stdin: CommandStdin::None };
-        assert!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().message.contains("\"B-AD\""));
+        let shell = Shell { command: "true", cwd: "", env: &env };
+        let none = CommandStdin::None;
+        assert!(wrapper_argv("i.1", "5ec", &shell, none, None, false).unwrap_err().message.contains("\"B-AD\""));
         let env = vec![("A".to_owned(), "a\0b".to_owned())];
-        let spec = CommandSpec { env: &env, ..spec };
-        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
-        let spec = CommandSpec { command: "a\0", env: &[], ..spec };
-        assert_eq!(wrapper_argv("i.1", "5ec", &spec, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
+        let shell = Shell { env: &env, ..shell };
+        assert_eq!(wrapper_argv("i.1", "5ec", &shell, none, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
+        let shell = Shell { command: "a\0", env: &[], ..shell };
+        assert_eq!(wrapper_argv("i.1", "5ec", &shell, none, None, false).unwrap_err().code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn a_script_command_takes_its_arguments_from_env() {
+        let script = ScriptCommand::new("echo \"$2$1\"", ["a b".to_owned(), "$(x)".to_owned()]);
+        let shell = script.shell();
+        assert_eq!(shell.command, "set -- \"$ASB_1\" \"$ASB_2\"\necho \"$2$1\"");
+        assert_eq!(shell.env, [("ASB_1".to_owned(), "a b".to_owned()), ("ASB_2".to_owned(), "$(x)".to_owned())]);
+        assert_eq!(shell.cwd, "");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::args::ByteRange;
 use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, HeaderLine};
 use crate::exec::wrapper::{no_nul, script_argv};
-use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
+use crate::exec::{script_failed, Call, ExecEngine, ExecTarget, Program, RunOptions, ScriptOutput};
 
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
@@ -72,17 +72,16 @@ pub async fn read_file(
     let mut data = Vec::new();
     let length = range.length.map(|l| l.to_string()).unwrap_or_default();
     let argv = script_argv(scripts::READ, [path.to_owned(), max_bytes.to_string(), range.offset.to_string(), length]);
-    let (ended, stderr) = engine
-        .run_script(target, call, argv, None, |chunk| {
-            let Some(rest) = header.feed(chunk) else { return Ok(()) };
-            if (data.len() + rest.len()) as u64 > max_bytes {
-                return Err(too_large((data.len() + rest.len()) as u64));
-            }
-            data.extend_from_slice(&rest);
-            Ok(())
-        })
-        .await?;
-    match exit_code(ended)? {
+    let (code, stderr) = run(engine, target, call, argv, None, |chunk| {
+        let Some(rest) = header.feed(chunk) else { return Ok(()) };
+        if (data.len() + rest.len()) as u64 > max_bytes {
+            return Err(too_large((data.len() + rest.len()) as u64));
+        }
+        data.extend_from_slice(&rest);
+        Ok(())
+    })
+    .await?;
+    match code {
         scripts::TOO_LARGE => {
             Err(too_large(header.line().and_then(parse_size).map_or(max_bytes.saturating_add(1), in_range)))
         }
@@ -209,16 +208,9 @@ async fn run(
     stdin: Option<Bytes>,
     on_stdout: impl FnMut(Bytes) -> Result<()> + Send,
 ) -> Result<(i32, HeadBuffer)> {
-    let (ended, stderr) = engine.run_script(target, call, argv, stdin, on_stdout).await?;
-    Ok((exit_code(ended)?, stderr))
-}
-
-/// The exit code, or an error for a runtime failure without one.
-fn exit_code(ended: Completion) -> Result<i32> {
-    match ended {
-        Completion::Exited(code) => Ok(code),
-        failed => script_status(failed, "the file operation", HeadBuffer::new(0)),
-    }
+    let mut sink = ScriptOutput::new(on_stdout);
+    let exit = engine.run(target, Program::Argv(argv), RunOptions::call(call, stdin), &mut sink).await?;
+    Ok((exit.status("the file operation")?, sink.into_stderr()))
 }
 
 /// Maps a script's exit code to `Ok` or an error naming the operation.
@@ -229,7 +221,7 @@ fn check(code: i32, path: &str, stderr: HeadBuffer, op: &str) -> Result<()> {
         scripts::IS_DIRECTORY => (ErrorCode::IsDirectory, "is a directory"),
         scripts::NOT_DIRECTORY => (ErrorCode::InvalidRequest, "exists and is not a directory"),
         _ => {
-            return script_status(Completion::Exited(code), &format!("{op} {}", quoted(path)), stderr).map(|_| ());
+            return Err(script_failed(&format!("{op} {}", quoted(path)), code, stderr));
         }
     };
     Err(Error::new(code, format!("{op} {}: {text}", quoted(path))))

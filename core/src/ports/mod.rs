@@ -6,9 +6,11 @@
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use bytes::Bytes;
+
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::wrapper::script_argv;
-use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
+use crate::exec::{script_status, Call, ExecEngine, ExecTarget, Program, RunOptions, ScriptOutput};
 
 /// Prints `/proc/net/tcp` then `/proc/net/tcp6` (when IPv6 is on).
 const LISTENING: &str = in_pod_script!("ports/sh/listening.sh");
@@ -73,24 +75,20 @@ pub fn port(name: &str, value: f64) -> Result<u16> {
 /// The listening TCP sockets in `target`'s network, by port then address.
 pub async fn listening_ports(engine: &ExecEngine, target: &ExecTarget, call: &Call) -> Result<Vec<ListeningPort>> {
     let mut table = Vec::new();
-    let (ended, stderr) = engine
-        .run_script(target, call, script_argv(LISTENING, []), None, |data| {
-            if table.len() + data.len() > MAX_TABLE_BYTES {
-                return Err(Error::new(
-                    ErrorCode::TooLarge,
-                    format!("the sandbox's TCP socket tables exceed {MAX_TABLE_BYTES} bytes"),
-                ));
-            }
-            table.extend_from_slice(&data);
-            Ok(())
-        })
-        .await?;
-    match ended {
-        Completion::Exited(0) => Ok(parse_tables(&String::from_utf8_lossy(&table))),
-        ended => script_status(ended, "reading /proc/net/tcp", stderr).and_then(|code| {
-            Err(Error::new(ErrorCode::Unsupported, format!("the sandbox cannot read /proc/net/tcp (exit {code})")))
-        }),
-    }
+    let mut sink = ScriptOutput::new(|data: Bytes| {
+        if table.len() + data.len() > MAX_TABLE_BYTES {
+            return Err(Error::new(
+                ErrorCode::TooLarge,
+                format!("the sandbox's TCP socket tables exceed {MAX_TABLE_BYTES} bytes"),
+            ));
+        }
+        table.extend_from_slice(&data);
+        Ok(())
+    });
+    let program = Program::Argv(script_argv(LISTENING, []));
+    let exit = engine.run(target, program, RunOptions::call(call, None), &mut sink).await?;
+    script_status(exit, "reading /proc/net/tcp", sink.into_stderr())?;
+    Ok(parse_tables(&String::from_utf8_lossy(&table)))
 }
 
 /// The LISTEN rows (state `0A`) of `/proc/net/tcp` and `tcp6` text; rows

@@ -20,12 +20,12 @@ use super::stream::{Cursor, ProcessChunk, ProcessExit, State, MAX_CAP};
 use super::{spawn_with, Reader, SpawnRequest, SpawnStdin};
 use crate::client::AUTH_GRACE;
 use crate::error::{Error, ErrorCode, Result};
-use crate::exec::output::{HeadBuffer, HeaderLine};
+use crate::exec::output::HeaderLine;
 use crate::exec::trailer::MAX_TRAILER;
-use crate::exec::wrapper::script_argv;
+use crate::exec::wrapper::{script_argv, ScriptCommand};
 use crate::exec::{
-    aborted, script_status, Call, Command, CommandInput, ExecEngine, ExecRequest, ExecResult, ExecTarget, Flow,
-    OutputChunk, Sink,
+    aborted, script_status, Call, Collector, ExecEngine, ExecRequest, ExecResult, ExecTarget, Exit, Flow, Input,
+    OutputChunk, Program, RunOptions, ScriptOutput, Sink, Slots,
 };
 
 /// Upper bound of stopping a process's tree (TERM, 2 s grace, KILL, plus
@@ -65,19 +65,17 @@ pub async fn follow(
     let mut truncated = false;
     loop {
         let mut sink = FollowSink { reader: Reader::new(id, cursor), output: output.clone() };
-        let env = vec![
-            ("ASB_P".to_owned(), id.to_owned()),
-            ("ASB_O".to_owned(), cursor.stdout.to_string()),
-            ("ASB_E".to_owned(), cursor.stderr.to_string()),
-        ];
         // Once the waiter is gone the script reads what is there, up to the
         // page: everything a stream can hold, the trailer included.
-        let command = format!(
-            "set -- \"$ASB_P\" \"$ASB_O\" \"$ASB_E\" follow {}\n{}",
-            MAX_CAP + MAX_TRAILER as u64,
-            scripts::READ
-        );
-        let ended = engine.run_command(target, tracked(command, env, &cancel), &mut sink).await;
+        let args = [
+            id.to_owned(),
+            cursor.stdout.to_string(),
+            cursor.stderr.to_string(),
+            "follow".to_owned(),
+            (MAX_CAP + MAX_TRAILER as u64).to_string(),
+        ];
+        let command = ScriptCommand::new(scripts::READ, args);
+        let ended = engine.run(target, Program::Shell(command.shell()), long_lived(&cancel), &mut sink).await;
         cursor = sink.reader.cursor();
         truncated |= sink.reader.truncated();
         match ended {
@@ -108,9 +106,8 @@ pub async fn wait(
     let mut retry = Retry::new();
     loop {
         let mut sink = StateSink::default();
-        let env = vec![("ASB_P".to_owned(), id.to_owned())];
-        let command = format!("set -- \"$ASB_P\"\n{}", scripts::WAIT);
-        match engine.run_command(target, tracked(command, env, &cancel), &mut sink).await {
+        let command = ScriptCommand::new(scripts::WAIT, [id.to_owned()]);
+        match engine.run(target, Program::Shell(command.shell()), long_lived(&cancel), &mut sink).await {
             Ok(_) => match sink.header.line().and_then(State::parse) {
                 Some(State::Gone) => return Ok(ProcessExit::LOST),
                 Some(State::Known { exit: Some(token), .. }) => return Ok(ProcessExit::from_token(&token)),
@@ -138,7 +135,7 @@ pub async fn wait(
 /// connected); abort kills the process tree. Output beyond 64 MiB per stream
 /// is not kept (`truncated`), for callbacks too.
 pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: ExecRequest) -> Result<ExecResult> {
-    let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel } = request;
+    let ExecRequest { command, cwd, env, timeout, stdin, max_output_bytes, output, cancel, reattach: _ } = request;
     if cancel.is_cancelled() {
         return Err(aborted());
     }
@@ -149,20 +146,11 @@ pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: 
     let spawn = SpawnRequest { command, cwd, env, stdin, timeout, max_output_bytes: MAX_CAP };
     let info = spawn_with(engine, target, &Call::default(), spawn, true).await?;
     let (tx, mut rx) = mpsc::channel::<ProcessChunk>(16);
-    let mut stdout = HeadBuffer::new(max_output_bytes);
-    let mut stderr = HeadBuffer::new(max_output_bytes);
+    let mut collector = Collector::new(max_output_bytes, output);
     let collect = async {
-        let mut output = output;
         while let Some(chunk) = rx.recv().await {
-            match chunk.stream {
-                crate::exec::Stream::Stdout => stdout.push(&chunk.data),
-                crate::exec::Stream::Stderr => stderr.push(&chunk.data),
-            }
-            if let Some(tx) = &output {
-                if tx.send(OutputChunk { stream: chunk.stream, data: chunk.data }).await.is_err() {
-                    output = None;
-                }
-            }
+            // The collector never ends a run: its `Flow` is always `More`.
+            let _ = collector.output(OutputChunk { stream: chunk.stream, data: chunk.data }).await;
         }
     };
     // An abort kills the tree at once, while the follower's own run is
@@ -195,34 +183,24 @@ pub async fn exec_reattached(engine: &ExecEngine, target: &ExecTarget, request: 
             "the command ended with its pod (suspended or deleted) before it finished; its exit status is unknown",
         ));
     }
-    let truncated = followed.truncated || stdout.truncated() || stderr.truncated();
-    Ok(ExecResult {
-        exit_code: followed.exit.exit_code,
-        timed_out: followed.exit.timed_out,
-        stdout: stdout.into_inner(),
-        stderr: stderr.into_inner(),
-        truncated,
-    })
+    let mut result = collector.result(Exit { exit_code: followed.exit.exit_code, timed_out: followed.exit.timed_out });
+    result.truncated |= followed.truncated;
+    Ok(result)
 }
 
 /// TERM, 2 s of grace, KILL to the process's whole tree.
 pub(crate) async fn terminate(engine: &ExecEngine, target: &ExecTarget, id: &str) -> Result<()> {
     let argv = script_argv(scripts::SIGNAL, [id.to_owned(), "terminate".to_owned()]);
-    let (ended, stderr) = engine.run_script(target, &Call::within(TERMINATE_TIMEOUT), argv, None, |_| Ok(())).await?;
-    script_status(ended, "stopping the process", stderr).map(drop)
+    let mut out = ScriptOutput::new(|_| Ok(()));
+    let options = RunOptions::call(&Call::within(TERMINATE_TIMEOUT), None);
+    let exit = engine.run(target, Program::Argv(argv), options, &mut out).await?;
+    script_status(exit, "stopping the process", out.into_stderr())
 }
 
-/// A killable, long-lived run of one of our scripts with its arguments in env.
-fn tracked(command: String, env: Vec<(String, String)>, cancel: &CancellationToken) -> Command {
-    Command {
-        command,
-        cwd: String::new(),
-        env,
-        stdin: CommandInput::None,
-        timeout: None,
-        cancel: cancel.clone(),
-        long_lived: true,
-    }
+/// A follower's or a wait's run: killable (abort kills it, the orphan sweep
+/// finds it after a crash), on a long-lived slot, until the process ends.
+fn long_lived(cancel: &CancellationToken) -> RunOptions {
+    RunOptions { stdin: Input::None, timeout: None, cancel: cancel.clone(), slots: Slots::LongLived }
 }
 
 /// Errors after which reading again may succeed.

@@ -29,7 +29,10 @@ pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
 use crate::exec::wrapper::script_argv;
-use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
+use crate::exec::{
+    script_failed, script_status, Call, ExecEngine, ExecTarget, Flow, OutputChunk, Program, RunOptions, ScriptOutput,
+    Sink,
+};
 use reader::Reader;
 
 /// Default cap of each stream's stored output.
@@ -201,16 +204,16 @@ async fn list_matching(engine: &ExecEngine, target: &ExecTarget, call: &Call, id
     };
     let mut out = Vec::new();
     let args = [id.to_owned(), MAX_LISTED.to_string(), LISTED_COMMAND_BYTES.to_string()];
-    let (ended, stderr) = engine
-        .run_script(target, call, script_argv(scripts::LIST, args), None, |c| {
-            if out.len() + c.len() > MAX_LIST_BYTES {
-                return Err(too_large());
-            }
-            out.extend_from_slice(&c);
-            Ok(())
-        })
-        .await?;
-    script_status(ended, "listing processes", stderr)?;
+    let mut sink = ScriptOutput::new(|c: Bytes| {
+        if out.len() + c.len() > MAX_LIST_BYTES {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&c);
+        Ok(())
+    });
+    let program = Program::Argv(script_argv(scripts::LIST, args));
+    let exit = engine.run(target, program, RunOptions::call(call, None), &mut sink).await?;
+    script_status(exit, "listing processes", sink.into_stderr())?;
     parse_list(&out)?.ok_or_else(too_large)
 }
 
@@ -268,16 +271,30 @@ pub async fn poll(
     let cursor = after.map(Cursor::from_sequence).transpose()?.unwrap_or_default();
     let args =
         [id.to_owned(), cursor.stdout.to_string(), cursor.stderr.to_string(), "poll".to_owned(), POLL_PAGE.to_string()];
-    let mut reader = Reader::new(id, cursor).with_page(POLL_PAGE);
-    let mut chunks = Vec::new();
-    let ended = engine
-        .run_script_with(target, call, script_argv(scripts::READ, args), None, |chunk| {
-            reader.feed(chunk, |c| chunks.push(c));
-            Ok(())
-        })
-        .await?;
-    script_status(ended, "reading the process output", crate::exec::output::HeadBuffer::new(0))?;
+    let mut sink = PollSink { reader: Reader::new(id, cursor).with_page(POLL_PAGE), chunks: Vec::new() };
+    let program = Program::Argv(script_argv(scripts::READ, args));
+    let exit = engine.run(target, program, RunOptions::call(call, None), &mut sink).await?;
+    // Both streams are the process's output: no stderr of the script's own.
+    match exit.status("reading the process output")? {
+        0 => {}
+        code => return Err(Error::internal(format!("reading the process output failed (exit {code})"))),
+    }
+    let PollSink { reader, chunks } = sink;
     Ok(ProcessPoll { chunks, exit: reader.exit_after_all(), truncated: reader.truncated() })
+}
+
+/// Feeds a poll's output to a [`Reader`], keeping the chunks.
+struct PollSink {
+    reader: Reader,
+    chunks: Vec<ProcessChunk>,
+}
+
+impl Sink for PollSink {
+    async fn output(&mut self, chunk: OutputChunk) -> Result<Flow> {
+        let chunks = &mut self.chunks;
+        self.reader.feed(chunk, |c| chunks.push(c));
+        Ok(Flow::More)
+    }
 }
 
 /// Checks the arguments of [`poll`] (as it does) without reading anything.
@@ -312,21 +329,24 @@ async fn stdin_call(
     data: Option<Bytes>,
 ) -> Result<()> {
     let mut reply = HeaderLine::default();
-    let (ended, stderr) = engine
-        .run_script(target, call, script_argv(scripts::STDIN, args), data, |c| {
-            reply.feed(c);
-            Ok(())
-        })
-        .await?;
+    let mut sink = ScriptOutput::new(|c| {
+        reply.feed(c);
+        Ok(())
+    });
+    let program = Program::Argv(script_argv(scripts::STDIN, args));
+    let exit = engine.run(target, program, RunOptions::call(call, data), &mut sink).await?;
+    let stderr = sink.into_stderr();
     let state = |what: &str| Error::new(ErrorCode::InvalidState, format!("process {id}: {what}"));
-    match ended {
-        Completion::Exited(0) if reply.line() == Some(b"gone") => {
+    const WHAT: &str = "writing to the process's stdin";
+    match exit.status(WHAT)? {
+        0 if reply.line() == Some(b"gone") => {
             Err(state("it no longer exists (its pod was suspended or deleted, or its record expired)"))
         }
-        Completion::Exited(scripts::stdin_codes::NOT_OPEN) => Err(state("it was spawned without `stdin: true`")),
-        Completion::Exited(scripts::stdin_codes::CLOSED) => Err(state("its stdin was closed")),
-        Completion::Exited(scripts::stdin_codes::EXITED) => Err(state("it has exited")),
-        other => script_status(other, "writing to the process's stdin", stderr).map(drop),
+        0 => Ok(()),
+        scripts::stdin_codes::NOT_OPEN => Err(state("it was spawned without `stdin: true`")),
+        scripts::stdin_codes::CLOSED => Err(state("its stdin was closed")),
+        scripts::stdin_codes::EXITED => Err(state("it has exited")),
+        code => Err(script_failed(WHAT, code, stderr)),
     }
 }
 
@@ -338,8 +358,9 @@ async fn stdin_call(
 pub async fn kill(engine: &ExecEngine, target: &ExecTarget, call: &Call, id: &str, kill: Kill) -> Result<()> {
     check_id(id)?;
     let argv = script_argv(scripts::SIGNAL, [id.to_owned(), kill.arg().to_owned()]);
-    let (ended, stderr) = engine.run_script(target, call, argv, None, |_| Ok(())).await?;
-    script_status(ended, "signalling the process", stderr).map(drop)
+    let mut sink = ScriptOutput::new(|_| Ok(()));
+    let exit = engine.run(target, Program::Argv(argv), RunOptions::call(call, None), &mut sink).await?;
+    script_status(exit, "signalling the process", sink.into_stderr())
 }
 
 #[cfg(test)]

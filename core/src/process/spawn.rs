@@ -9,8 +9,8 @@ use super::stream::MAX_CAP;
 use super::{find, new_id, scripts, ProcessInfo, SpawnRequest, SpawnStdin};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
-use crate::exec::wrapper::{env_pairs, no_nul, push_request, script_argv};
-use crate::exec::{script_status, Call, ExecEngine, ExecTarget};
+use crate::exec::wrapper::{env_pairs, no_nul, push_request, script_argv, NotRun, WrapperEnd};
+use crate::exec::{script_status, Call, ExecEngine, ExecTarget, Program, RunOptions, ScriptOutput};
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -72,22 +72,20 @@ pub(crate) async fn spawn_with(
     if engine.audit_commands() {
         args.push(command.clone());
     }
-    let stdin_bytes = Some(Bytes::from(head));
     let mut reply = HeaderLine::default();
-    let ran = engine
-        .run_script(target, call, script_argv(scripts::SPAWN, args), stdin_bytes, |chunk| {
-            reply.feed(chunk);
-            Ok(())
-        })
-        .await;
-    let (ended, stderr) = match ran {
-        Ok(ran) => ran,
+    let mut sink = ScriptOutput::new(|chunk| {
+        reply.feed(chunk);
+        Ok(())
+    });
+    let program = Program::Argv(script_argv(scripts::SPAWN, args));
+    let exit = match engine.run(target, program, RunOptions::call(call, Some(Bytes::from(head))), &mut sink).await {
+        Ok(exit) => exit,
         // The connection broke: the script may have got far enough to start
         // the process, which then runs whatever we say. Ask the sandbox.
         Err(e) if e.code == ErrorCode::ConnectionLost => return started_after_all(engine, target, call, &id, e).await,
         Err(e) => return Err(e),
     };
-    script_status(ended, "starting the process", stderr)?;
+    script_status(exit, "starting the process", sink.into_stderr())?;
     let line = String::from_utf8_lossy(reply.line().unwrap_or_default()).into_owned();
     match line.split_once(' ') {
         Some(("ok", pid)) => Ok(ProcessInfo {
@@ -97,21 +95,10 @@ pub(crate) async fn spawn_with(
             started_at_ms,
             exit: None,
         }),
-        _ => Err(match line.as_str() {
-            "cwd" => Error::new(
-                ErrorCode::NotFound,
-                format!(
-                    "cwd {} does not exist or is not an accessible directory; nothing was started",
-                    crate::error::quoted(&cwd)
-                ),
-            ),
-            "rundir" => Error::internal(
-                "cannot create ${TMPDIR:-/tmp}/.agent-sandbox/proc in the sandbox (is the filesystem read-only? \
-                 set TMPDIR in the pod to a writable directory); nothing was started",
-            ),
-            "short" => Error::new(ErrorCode::ConnectionLost, "stdin did not arrive completely; nothing was started"),
-            other => Error::internal(format!("the spawn script printed {other:?}")),
-        }),
+        // The spawn script's refusals are the wrapper's words.
+        _ => Err(WrapperEnd::parse(&line)
+            .and_then(|not_run| not_run.not_run_error(&cwd, NotRun::Process))
+            .unwrap_or_else(|| Error::internal(format!("the spawn script printed {line:?}")))),
     }
 }
 

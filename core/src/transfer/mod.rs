@@ -31,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::output::{HeadBuffer, OutputChunk, Stream};
-use crate::exec::{aborted, Command, CommandInput, ExecEngine, ExecTarget, Flow, RunEnd, Sink};
+use crate::exec::wrapper::Shell;
+use crate::exec::{aborted, ExecEngine, ExecTarget, Flow, Input, Program, RunOptions, Sink, Slots};
 use crate::files::scripts::{NOT_DIRECTORY, NOT_FOUND};
 use archive::{Entry, Event, Kind, Parser, Rules};
 
@@ -247,19 +248,10 @@ async fn run(
     stop: CancellationToken,
     sink: &mut impl Sink,
 ) -> Result<i32> {
-    let command = Command {
-        command: script.to_owned(),
-        cwd: String::new(),
-        env,
-        stdin: stdin.map_or(CommandInput::None, CommandInput::Stream),
-        timeout: None,
-        cancel: stop,
-        long_lived: false,
-    };
-    match engine.run_command(target, command, sink).await? {
-        RunEnd::Exited(code) => Ok(code),
-        RunEnd::TimedOut | RunEnd::Released => Err(Error::internal("a transfer ended without an exit status")),
-    }
+    let program = Program::Shell(Shell { command: script, cwd: "", env: &env });
+    let stdin = stdin.map_or(Input::None, Input::Stream);
+    let options = RunOptions { stdin, timeout: None, cancel: stop, slots: Slots::Calls };
+    engine.run(target, program, options, sink).await?.status("a transfer")
 }
 
 /// Maps a transfer script's exit code.

@@ -9,12 +9,14 @@ mod parse;
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 pub use parse::Source;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeadBuffer;
 use crate::exec::wrapper::script_argv;
-use crate::exec::{script_status, Call, Completion, ExecEngine, ExecTarget};
+use crate::exec::{script_status, Call, ExecEngine, ExecTarget, Exit, Program, RunOptions, ScriptOutput};
 use parse::{cfs_quota, cpu_max, keyed, max_or_number, number, v1_memory_limit, Reading};
 
 /// `$1` directory of the disk figures, `$2` seconds between two CPU
@@ -76,29 +78,28 @@ pub async fn usage(
 ) -> Result<Usage> {
     let wait = sample.map(|d| format!("{}.{:03}", d.as_secs(), d.subsec_millis())).unwrap_or_default();
     let mut out = Vec::new();
-    let (ended, stderr) = engine
-        .run_script(target, call, script_argv(USAGE, [cwd.to_owned(), wait]), None, |chunk| {
-            if out.len() + chunk.len() > MAX_OUTPUT {
-                return Err(Error::internal(format!(
-                    "usage: the sandbox printed over {MAX_OUTPUT} bytes of cgroup files"
-                )));
-            }
-            out.extend_from_slice(&chunk);
-            Ok(())
-        })
-        .await?;
-    outcome(ended, &String::from_utf8_lossy(&out), stderr)
+    let mut sink = ScriptOutput::new(|chunk: Bytes| {
+        if out.len() + chunk.len() > MAX_OUTPUT {
+            return Err(Error::internal(format!("usage: the sandbox printed over {MAX_OUTPUT} bytes of cgroup files")));
+        }
+        out.extend_from_slice(&chunk);
+        Ok(())
+    });
+    let program = Program::Argv(script_argv(USAGE, [cwd.to_owned(), wait]));
+    let exit = engine.run(target, program, RunOptions::call(call, None), &mut sink).await?;
+    let stderr = sink.into_stderr();
+    outcome(exit, &String::from_utf8_lossy(&out), stderr)
 }
 
 /// The result of the script's run: how it ended, its output and stderr.
-fn outcome(ended: Completion, out: &str, stderr: HeadBuffer) -> Result<Usage> {
-    match ended {
-        Completion::Exited(MISSING_TOOL) => Err(Error::new(
+fn outcome(exit: Exit, out: &str, stderr: HeadBuffer) -> Result<Usage> {
+    match exit.exit_code {
+        Some(MISSING_TOOL) => Err(Error::new(
             ErrorCode::Unsupported,
             format!("usage: the sandbox's image has no `{}`, which usage() needs (coreutils)", out.trim()),
         )),
-        ended => {
-            script_status(ended, "the usage script", stderr)?;
+        _ => {
+            script_status(exit, "the usage script", stderr)?;
             let (source, readings) = parse::parse_output(out)?;
             assemble(source, &readings)
         }
@@ -188,7 +189,7 @@ mod tests {
     use super::*;
 
     fn usage_of(out: &str) -> Result<Usage> {
-        outcome(Completion::Exited(0), out, HeadBuffer::new(0))
+        outcome(Exit::code(0), out, HeadBuffer::new(0))
     }
 
     /// What `usage.sh` printed in a pod of the local node (v1), sampled.
@@ -236,12 +237,12 @@ mod tests {
 
     #[test]
     fn a_missing_tool_is_unsupported_naming_it() {
-        let e = outcome(Completion::Exited(MISSING_TOOL), "stat\n", HeadBuffer::new(0)).unwrap_err();
+        let e = outcome(Exit::code(MISSING_TOOL), "stat\n", HeadBuffer::new(0)).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unsupported);
         assert!(e.message.contains("no `stat`"), "{e}");
         let mut stderr = HeadBuffer::new(100);
         stderr.push(b"boom");
-        let e = outcome(Completion::Exited(2), "", stderr).unwrap_err();
+        let e = outcome(Exit::code(2), "", stderr).unwrap_err();
         assert_eq!((e.code, e.message.contains("boom")), (ErrorCode::Internal, true), "{e}");
     }
 
