@@ -180,7 +180,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     const dir = await scratchDir(sandbox, "sweep");
     const kept = await sandbox.spawn("while :; do touch spawned; sleep 0.2; done", { cwd: dir });
     // A plain exec left by a dead host process (see exec.test.mjs's orphan test).
-    const child = sandboxChild(box, ["exec", "(while :; do touch plain; sleep 0.2; done) & echo started; sleep 100"], dir);
+    const child = sandboxChild(box, ["exec", "(while :; do touch plain; sleep 0.2; done) & echo $! >plain.pid; echo started; sleep 100"], dir);
     const [line] = await once(child.stdout, "data");
     assert.equal(String(line).trim(), "started");
     child.kill("SIGKILL");
@@ -192,10 +192,10 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     const entry = list.find((p) => p.id === kept.id);
     assert.ok(entry, `listed: ${JSON.stringify(list.map((p) => p.id))}`);
     assert.deepEqual([entry.command, entry.exited, entry.exitCode], ["while :; do touch spawned; sleep 0.2; done", false, null]);
-    assert.equal(
-      await sh(fresh, "rm -f spawned plain; sleep 1; test -e spawned && echo spawned-alive; test -e plain || echo plain-dead", { cwd: dir }),
-      "spawned-alive\nplain-dead\n",
-    );
+    // Events, not a time a slow machine could outlast: the plain exec's loop
+    // is gone (waitGone fails after 120 s), the spawned one touches again.
+    await waitGone(fresh, "$(cat plain.pid)", { cwd: dir });
+    assert.equal(await sh(fresh, "rm -f spawned; until test -e spawned; do sleep 0.1; done; echo spawned-alive", { cwd: dir }), "spawned-alive\n");
     await kept.kill("KILL");
     assert.deepEqual(await kept.wait(), { exitCode: null, signal: "SIGKILL", timedOut: false, lost: false });
     assert.equal(await fresh.process("00000000000000000000"), undefined);

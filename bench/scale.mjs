@@ -30,7 +30,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync,
 import { performance } from "node:perf_hooks";
 import os from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { BENCH, ROOT, buildPackage, chartPython, installNodeModules, machine, sh } from "./lib/setup.mjs";
+import { BENCH, ROOT, buildPackage, chartPython, checkoutTargetDir, installNodeModules, machine, sh } from "./lib/setup.mjs";
 import { percentile, round } from "./lib/stats.mjs";
 
 const args = process.argv.slice(2);
@@ -73,9 +73,8 @@ const k = admin();
 const rev = (r) => sh("git", ["rev-parse", "--short", r]);
 const clients = [];
 const thisRev = `${rev("HEAD")}${sh("git", ["status", "--porcelain", "--", "core", "src", "Cargo.toml", "Cargo.lock"]) ? "+dirty" : ""}`;
-// `npm run build` relinks the addon (minutes of LTO) whenever another checkout
-// used the shared target dir meanwhile: skip it when bench/.addon was built
-// from these very sources (their git tree ids, and no uncommitted change).
+// Skip `npm run build` when bench/.addon was built from these very sources
+// (their git tree ids, and no uncommitted change).
 const sources = sh("git", ["rev-parse", "HEAD:core", "HEAD:src", "HEAD:Cargo.lock"]).replace(/\n/g, " ");
 const stamp = `${BENCH}.addon/sources`;
 if (!thisRev.endsWith("+dirty") && existsSync(`${BENCH}.addon/agent-sandbox-provider.node`) && existsSync(stamp) && readFileSync(stamp, "utf8") === sources) {
@@ -114,8 +113,8 @@ function buildRev(r) {
   sh("git", ["worktree", "add", "--detach", dir, sha]);
   try {
     symlinkSync(`${ROOT}node_modules`, `${dir}/node_modules`);
-    const cache = process.env.XDG_CACHE_HOME ?? `${os.homedir()}/.cache`;
-    const env = { ...process.env, CARGO_TARGET_DIR: process.env.CARGO_TARGET_DIR ?? `${cache}/agent-sandbox-provider/cargo-target` };
+    // The worktree's own target dir (never this checkout's), seeded from the last used one.
+    const env = { ...process.env, CARGO_TARGET_DIR: checkoutTargetDir(dir) };
     execFileSync("npm", ["run", "build"], { cwd: dir, stdio: "inherit", env });
     mkdirSync(`${BENCH}.addon-${sha.slice(0, 12)}`, { recursive: true });
     copyFileSync(`${dir}/agent-sandbox-provider.linux-x64-gnu.node`, addon);

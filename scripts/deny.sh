@@ -13,13 +13,13 @@
 #
 # cargo-deny itself is built once per machine with `cargo install --locked`
 # (its own Cargo.lock, every crate checked against crates.io's checksums) and
-# kept under ~/.cache/agent-sandbox-provider/cargo-deny-<version>: building it
+# kept under $AGENT_SANDBOX_CACHE/cargo-deny-<version>: building it
 # takes several minutes on 2 cores, a cached run about two seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/cargo-env.sh
 
-CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
+CACHE=$AGENT_SANDBOX_CACHE
 CARGO_DENY_VERSION=0.20.2
 CARGO_DENY_ROOT=$CACHE/cargo-deny-$CARGO_DENY_VERSION
 CARGO_DENY=$CARGO_DENY_ROOT/bin/cargo-deny
@@ -30,7 +30,7 @@ if [[ ! -x $CARGO_DENY ]]; then
 	# A directory of this run's own, renamed into place when complete: a
 	# failed build leaves nothing behind, and two runs at once (other
 	# checkouts on the machine) do not write into one directory. Its own
-	# target dir too: the shared one of cargo-env.sh is this workspace's.
+	# target dir too: the one of cargo-env.sh is this checkout's.
 	tmp=$(mktemp -d "$CARGO_DENY_ROOT.XXXXXX") && chmod 755 "$tmp"
 	trap 'rm -rf "$tmp"' EXIT
 	cargo install --quiet --locked cargo-deny --version "=$CARGO_DENY_VERSION" \

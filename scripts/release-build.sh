@@ -4,7 +4,7 @@
 # zig + cargo-zigbuild from PyPI link for each target with glibc 2.17 as the
 # floor, and std is built from Debian's rust-src for the exact rustc version
 # (cargo -Z build-std). Tools are cached by version under
-# ~/.cache/agent-sandbox-provider (zig and cargo-zigbuild installed with
+# $AGENT_SANDBOX_CACHE (zig and cargo-zigbuild installed with
 # pip --require-hashes from scripts/lib/release-requirements.txt, rust-src
 # through apt's signed archive); artifacts land in npm/<platform>/.
 #
@@ -21,9 +21,13 @@ source "$ROOT/scripts/lib/release-tools.sh"
 GLIBC_FLOOR=2.17
 RUSTC_VERSION=$(rustc --version | awk '{print $2}')
 RUST_SRC=$CACHE/rust-src-$RUSTC_VERSION
-# Its own target dir: RUSTC_BOOTSTRAP changes every crate's fingerprint, so
-# sharing the dev target dir would rebuild both each time.
-export CARGO_TARGET_DIR=$CACHE/cargo-target-release
+# A target dir of this checkout's own (scripts/lib/cargo-env.sh says why),
+# apart from the dev one: RUSTC_BOOTSTRAP changes every crate's fingerprint,
+# so sharing the dev target dir would rebuild both each time.
+# shellcheck source=lib/target-dir.sh
+source "$ROOT/scripts/lib/target-dir.sh"
+CARGO_TARGET_DIR=$(checkout_target_dir cargo-targets-release "$CACHE/cargo-target-release")
+export CARGO_TARGET_DIR
 
 declare -A TRIPLE=(
 	[linux-x64-gnu]=x86_64-unknown-linux-gnu

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (see README): installs and builds everything it
-# needs, starts the local control plane, and runs every test suite:
+# needs, starts the local control plane, and runs every test suite, all on
+# the current LTS Node (NODE_LTS in scripts/lib/node.sh: fetched from npm and
+# cached; scripts/test-node-matrix.sh runs the suite on the other majors):
 #   1. the static checks first (scripts/lint.sh: shellcheck, rustfmt, clippy,
 #      rustdoc, cargo deny, gofmt, go vet, tsc and the type-level test of
 #      index.d.ts), which need no release build and no cluster, so a
@@ -17,6 +19,11 @@ step() { printf '\n=== %s\n' "$*"; }
 # Rust build output is cached outside the checkout, like the Go binaries.
 source scripts/lib/cargo-env.sh
 source scripts/lib/shellcheck.sh
+source scripts/lib/node.sh
+
+node_lts=$(node_bin "$NODE_LTS")
+export PATH=$node_lts:$PATH
+step "Node $(node --version) ($node_lts), npm $(npm --version)"
 
 step "npm install"
 if [[ -f package-lock.json ]]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi

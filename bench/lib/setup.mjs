@@ -31,12 +31,21 @@ export function buildFloor(log) {
  * bench/.addon loaded through NAPI_RS_NATIVE_LIBRARY_PATH, so a debug build
  * put at the repo root later cannot end up being measured.
  */
+/**
+ * The Rust target dir of the checkout at `dir`: one per checkout, seeded on first use
+ * (scripts/lib/target-dir.sh); for this checkout CARGO_TARGET_DIR when set, as cargo-env.sh.
+ */
+export function checkoutTargetDir(dir) {
+  if (dir === ROOT && process.env.CARGO_TARGET_DIR) return process.env.CARGO_TARGET_DIR;
+  const script = 'source scripts/lib/target-dir.sh && dev_target_dir "$1"';
+  return sh("bash", ["-c", script, "-", dir], { stdio: ["ignore", "pipe", "inherit"] });
+}
+
 export function buildPackage(log) {
   log("package: npm run build (release addon)");
-  // The Rust target dir the test and demo scripts share (scripts/lib/cargo-env.sh), so a bench
-  // after the tests reuses their release build instead of making its own from nothing.
-  const cache = process.env.XDG_CACHE_HOME ?? `${os.homedir()}/.cache`;
-  const env = { ...process.env, CARGO_TARGET_DIR: process.env.CARGO_TARGET_DIR ?? `${cache}/agent-sandbox-provider/cargo-target` };
+  // This checkout's Rust target dir, the one the test and demo scripts use
+  // (scripts/lib/cargo-env.sh), so a bench after the tests reuses their release build.
+  const env = { ...process.env, CARGO_TARGET_DIR: checkoutTargetDir(ROOT) };
   sh("npm", ["run", "build"], { ...loud, env });
   const built = `${ROOT}agent-sandbox-provider.linux-x64-gnu.node`;
   if (statSync(built).size > 64 * 2 ** 20) throw new Error(`${built} looks like a debug build`);

@@ -12,10 +12,14 @@ use std::path::{Path, PathBuf};
 mod shell;
 
 fn main() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Relative to the package root, the build script's working directory:
+    // cargo then checks `rerun-if-changed` against this checkout's files.
+    // Absolute paths would name the checkout that last ran the script, and
+    // a target dir shared with it would never see this one's scripts change.
+    let src = Path::new("src");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("sh");
     println!("cargo:rerun-if-changed=build/shell.rs");
-    for script in shell_files(&src) {
+    for script in shell_files(src) {
         println!("cargo:rerun-if-changed={}", script.display());
         let name = script.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.starts_with("lib-") {
@@ -26,7 +30,7 @@ fn main() {
             println!("cargo:rerun-if-changed={}", file.display());
         }
         let sent = shell::minify(&composed.source).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-        let target = out.join(script.strip_prefix(&src).expect("under src/"));
+        let target = out.join(script.strip_prefix(src).expect("under src/"));
         std::fs::create_dir_all(target.parent().expect("a file")).expect("OUT_DIR is writable");
         std::fs::write(&target, sent).expect("OUT_DIR is writable");
     }

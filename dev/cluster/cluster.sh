@@ -16,7 +16,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 STATE=${SANDBOX_CLUSTER_STATE:-$REPO/.cluster}
-CACHE=${SANDBOX_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider}
+# shellcheck source=../../scripts/lib/cache.sh
+source "$REPO/scripts/lib/cache.sh"
+CACHE=$AGENT_SANDBOX_CACHE
 
 # Pinned versions: Kubernetes and etcd in go.mod, kwok and the agent-sandbox
 # controller in thirdparty/go.mod (the CRDs and kwok's node stages are read

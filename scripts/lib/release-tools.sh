@@ -1,7 +1,9 @@
 # shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the scripts that source it
 # Sourced by the release scripts (release-build.sh, test-cross.sh): the
 # cross-build tools they share, cached by version, and private_apt.
-CACHE=${AGENT_SANDBOX_CACHE:-$HOME/.cache/agent-sandbox-provider}
+# shellcheck source=cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+CACHE=$AGENT_SANDBOX_CACHE
 # zig and cargo-zigbuild: versions and wheel hashes in one place, the
 # requirements file pip installs with --require-hashes.
 RELEASE_REQUIREMENTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/release-requirements.txt

@@ -6,7 +6,9 @@
 # sha256 is not the one below (PyPI's, checked with sha256sum).
 shellcheck_version=0.10.0.1
 shellcheck_sha256=c1c266f7f54cd286057c592ead3095f93d123acdcabf048879a7d8900c3aac7b
-shellcheck_dir=${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox-provider/shellcheck-$shellcheck_version
+# shellcheck source=cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+shellcheck_dir=$AGENT_SANDBOX_CACHE/shellcheck-$shellcheck_version
 if command -v shellcheck >/dev/null 2>&1; then
 	SHELLCHECK=$(command -v shellcheck)
 elif [[ -x $shellcheck_dir/bin/shellcheck ]]; then

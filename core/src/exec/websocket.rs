@@ -7,7 +7,7 @@
 //! background task and local pipes, which cost a thread hand-off and two
 //! copies per chunk and capped output at about half the socket's speed; it
 //! sends stdin in 4 KiB messages with no way to change that; and its pipes
-//! hide connection drops (readers never see EOF, see the exec notes §2.3).
+//! hide connection drops (a reader waits for EOF that never comes).
 //! Here one loop reads frames and hands their payloads on without copying,
 //! and writes stdin in large messages while it reads.
 //!

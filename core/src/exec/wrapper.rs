@@ -4,7 +4,8 @@
 //! User input (command, cwd, env, paths) only ever travels as positional
 //! arguments (`"$1"`, `"$@"`); it is never spliced into script text, so no
 //! quoting bug can turn data into code. The scripts are POSIX `sh` (tested
-//! with dash) and need only `mkdir`, `env` and `head` from the image.
+//! with dash); the wrapper needs only `mkdir`, `head`, `cat` and `rm` from
+//! the image (the shell itself exports the env pairs: no `env` program).
 //!
 //! Run records: `/dev/shm/.agent-sandbox/run/<runid>` (a tmpfs in every
 //! container runtime: a file write there costs tens of microseconds, on the

@@ -20,6 +20,8 @@ mod destroy;
 pub mod events;
 pub mod manifest;
 pub mod names;
+#[cfg(test)]
+mod orchestration_tests;
 mod preflight;
 pub mod readiness;
 pub mod resources;

@@ -1,0 +1,430 @@
+//! The lifecycle's orchestration below the cluster: create's 409 paths and
+//! connect's gone / rebound decisions, with the real kube client, informers
+//! and waits against an API server in this process. kube-rs tests its client
+//! the same way (`tower_test::mock::pair` as the client's service); here the
+//! service is [`FakeApi`], which keeps objects and answers create, get, list,
+//! watch and merge patch, so each test sets up the objects, lets the
+//! lifecycle run, and changes them at a point the lifecycle has reached (a
+//! request it made, an event it emitted), never after a sleep. Paused time:
+//! a lifecycle that waits for something that never comes fails at its
+//! deadline at once instead of hanging.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures::channel::mpsc;
+use futures::StreamExt;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::{json, Value};
+use tokio::sync::mpsc as tokio_mpsc;
+
+use super::resources::SandboxObject;
+use super::*;
+
+const NS: &str = "ns";
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+type Reaction = Box<dyn FnOnce(&FakeApi) + Send>;
+
+#[derive(Default)]
+struct State {
+    resource_version: u64,
+    /// By (plural, name).
+    objects: BTreeMap<(String, String), Value>,
+    /// Every event: resourceVersion, plural, the event line. A watch from a
+    /// list's resourceVersion gets what happened since, as from the API server.
+    history: Vec<(u64, String, Bytes)>,
+    /// Open watches: plural and where their events go.
+    watches: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
+    /// Every request, as `verb plural[/name]`.
+    log: Vec<String>,
+    /// What to do once a request (`verb plural[/name]`) has been answered.
+    after: Vec<(String, Reaction)>,
+}
+
+/// An API server for one namespace, as far as the lifecycle uses it. Label
+/// selectors are not applied: tests hold only objects every watch may see.
+#[derive(Clone, Default)]
+struct FakeApi(Arc<Mutex<State>>);
+
+impl FakeApi {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap()
+    }
+
+    fn client(&self) -> Client {
+        let api = self.clone();
+        Client::new(
+            tower::service_fn(move |req: Request<kube::client::Body>| {
+                let api = api.clone();
+                async move { Ok::<_, Infallible>(api.serve(req).await) }
+            }),
+            NS,
+        )
+    }
+
+    /// Creates or replaces an object (a new resourceVersion; a uid if it has
+    /// none) and tells the watches of its kind.
+    fn put(&self, plural: &str, mut object: Value) -> Value {
+        let mut state = self.state();
+        state.resource_version += 1;
+        let meta = object["metadata"].as_object_mut().expect("metadata");
+        meta.insert("resourceVersion".into(), state.resource_version.to_string().into());
+        meta.insert("namespace".into(), NS.into());
+        let name = meta["name"].as_str().expect("a name").to_owned();
+        if !meta.contains_key("uid") {
+            meta.insert("uid".into(), format!("uid-{name}-{}", state.resource_version).into());
+        }
+        let key = (plural.to_owned(), name);
+        let kind = if state.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
+        state.objects.insert(key, object.clone());
+        send(&mut state, plural, kind, &object);
+        object
+    }
+
+    /// Deletes an object for good (its finalizers done) and tells the watches.
+    fn remove(&self, plural: &str, name: &str) {
+        let mut state = self.state();
+        let object = state.objects.remove(&(plural.to_owned(), name.to_owned())).expect("an object to remove");
+        state.resource_version += 1;
+        send(&mut state, plural, "DELETED", &object);
+    }
+
+    fn get(&self, plural: &str, name: &str) -> Option<Value> {
+        self.state().objects.get(&(plural.to_owned(), name.to_owned())).cloned()
+    }
+
+    /// Runs `action` right after the first request `verb plural[/name]`.
+    fn after(&self, request: &str, action: impl FnOnce(&FakeApi) + Send + 'static) {
+        self.state().after.push((request.to_owned(), Box::new(action)));
+    }
+
+    fn requests(&self, request: &str) -> usize {
+        self.state().log.iter().filter(|r| *r == request).count()
+    }
+
+    async fn serve(&self, req: Request<kube::client::Body>) -> Response<Body> {
+        let (parts, body) = req.into_parts();
+        let body = body.collect().await.expect("a request body").to_bytes();
+        let path = parts.uri.path();
+        let query: Vec<&str> = parts.uri.query().unwrap_or_default().split('&').collect();
+        let watch = query.contains(&"watch=true");
+        let since = query.iter().find_map(|p| p.strip_prefix("resourceVersion=")).and_then(|v| v.parse().ok());
+        // `/api/v1/namespaces/ns/pods/x`, `/apis/g/v/namespaces/ns/sandboxes`,
+        // `/apis/authorization.k8s.io/v1/selfsubjectrulesreviews`.
+        let rest = match path.split_once(&format!("/namespaces/{NS}/")) {
+            Some((_, rest)) => rest,
+            None => path.rsplit('/').next().unwrap_or_default(),
+        };
+        let (plural, name) = match rest.split_once('/') {
+            Some((plural, name)) => (plural, Some(name)),
+            None => (rest, None),
+        };
+        let verb = match (&parts.method, name, watch) {
+            (&Method::GET, None, true) => "watch",
+            (&Method::GET, None, false) => "list",
+            (&Method::GET, Some(_), _) => "get",
+            (&Method::POST, None, _) => "create",
+            (&Method::PATCH, Some(_), _) => "patch",
+            (method, _, _) => panic!("unexpected request {method} {path}"),
+        };
+        let request = match name {
+            Some(name) => format!("{verb} {plural}/{name}"),
+            None => format!("{verb} {plural}"),
+        };
+        self.state().log.push(request.clone());
+        let response = self.answer(verb, plural, name, &body, since.unwrap_or(0));
+        let action = {
+            let mut state = self.state();
+            let due = state.after.iter().position(|(r, _)| *r == request);
+            due.map(|i| state.after.remove(i).1)
+        };
+        if let Some(action) = action {
+            action(self);
+        }
+        response
+    }
+
+    fn answer(&self, verb: &str, plural: &str, name: Option<&str>, body: &[u8], since: u64) -> Response<Body> {
+        match (verb, plural, name) {
+            ("create", "selfsubjectrulesreviews", _) => json_response(
+                StatusCode::CREATED,
+                &json!({
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {},
+                    "status": {
+                        "resourceRules": [{ "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"] }],
+                        "nonResourceRules": [], "incomplete": false,
+                    },
+                }),
+            ),
+            ("create", _, _) => {
+                let object: Value = serde_json::from_slice(body).expect("a JSON object");
+                let name = object["metadata"]["name"].as_str().expect("a name").to_owned();
+                if self.get(plural, &name).is_some() {
+                    return status(StatusCode::CONFLICT, "AlreadyExists", &format!("{plural} {name:?} already exists"));
+                }
+                json_response(StatusCode::CREATED, &self.put(plural, object))
+            }
+            ("get", _, Some(name)) => match self.get(plural, name) {
+                Some(object) => json_response(StatusCode::OK, &object),
+                None => status(StatusCode::NOT_FOUND, "NotFound", &format!("{plural} {name:?} not found")),
+            },
+            ("patch", _, Some(name)) => match self.get(plural, name) {
+                Some(mut object) => {
+                    merge(&mut object, &serde_json::from_slice(body).expect("a JSON merge patch"));
+                    json_response(StatusCode::OK, &self.put(plural, object))
+                }
+                None => status(StatusCode::NOT_FOUND, "NotFound", &format!("{plural} {name:?} not found")),
+            },
+            ("list", _, _) => {
+                let state = self.state();
+                let items: Vec<&Value> =
+                    state.objects.iter().filter(|((p, _), _)| p == plural).map(|(_, o)| o).collect();
+                json_response(
+                    StatusCode::OK,
+                    &json!({
+                        "apiVersion": "v1", "kind": "List",
+                        "metadata": { "resourceVersion": state.resource_version.to_string() },
+                        "items": items,
+                    }),
+                )
+            }
+            ("watch", _, _) => {
+                let (tx, rx) = mpsc::unbounded();
+                let mut state = self.state();
+                for (_, _, line) in state.history.iter().filter(|(rv, p, _)| *rv > since && p == plural) {
+                    tx.unbounded_send(line.clone()).expect("the receiver is here");
+                }
+                state.watches.push((plural.to_owned(), tx));
+                let frames = rx.map(|line| Ok::<_, Infallible>(Frame::data(line)));
+                Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)))
+            }
+            _ => panic!("unexpected {verb} {plural}"),
+        }
+    }
+}
+
+/// One watch event line to every watch of `plural`.
+fn send(state: &mut State, plural: &str, kind: &str, object: &Value) {
+    let mut line = serde_json::to_vec(&json!({ "type": kind, "object": object })).expect("JSON");
+    line.push(b'\n');
+    let line = Bytes::from(line);
+    state.history.push((state.resource_version, plural.to_owned(), line.clone()));
+    state.watches.retain(|(p, tx)| p != plural || tx.unbounded_send(line.clone()).is_ok());
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
+    let body = Full::new(Bytes::from(serde_json::to_vec(value).expect("JSON")));
+    let mut response = Response::new(BodyExt::boxed_unsync(body));
+    *response.status_mut() = code;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({ "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                 "reason": reason, "message": message, "code": code.as_u16() }),
+    )
+}
+
+/// JSON merge patch (RFC 7386).
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(key);
+                } else {
+                    merge(target.entry(key.clone()).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
+}
+
+/// A provider's lifecycle over `api` (`options` as the provider takes them),
+/// and the kinds of the events it emits, in order.
+fn lifecycle(api: &FakeApi, options: Value) -> (Lifecycle, tokio_mpsc::UnboundedReceiver<EventKind>) {
+    let mut options = options;
+    options["namespace"] = NS.into();
+    options["kubeConfig"] = json!({ "server": "https://127.0.0.1:1", "token": "t" });
+    let config = crate::config::parse(&options).expect("valid options");
+    let conn = Connection {
+        client: api.client(),
+        default_namespace: NS.into(),
+        transport_warning: None,
+        requests: Default::default(),
+    };
+    let (tx, rx) = tokio_mpsc::unbounded_channel();
+    let sink: EventSink = Arc::new(move |e| {
+        let _ = tx.send(e.kind);
+    });
+    (Lifecycle::new(&conn, Arc::new(config), Some(sink), &CancellationToken::new()), rx)
+}
+
+fn direct() -> Value {
+    json!({ "sandbox": { "image": "busybox" }, "suspend": "none" })
+}
+
+/// A Sandbox or claim of `actor` (our labels and annotation).
+fn ours(api_version: &str, kind: &str, name: &str, actor: &str, rest: Value) -> Value {
+    let annotations = BTreeMap::from([(names::ACTOR_ANNOTATION, actor)]);
+    let mut object = json!({
+        "apiVersion": api_version, "kind": kind,
+        "metadata": { "name": name, "generation": 1, "labels": names::labels(actor), "annotations": annotations },
+        "spec": {},
+    });
+    merge(&mut object, &rest);
+    object
+}
+
+fn sandbox(name: &str, actor: &str, rest: Value) -> Value {
+    ours("agents.x-k8s.io/v1beta1", "Sandbox", name, actor, rest)
+}
+
+/// A Sandbox whose controller reports it ready, and its running pod.
+fn ready_sandbox_and_pod(api: &FakeApi, name: &str, actor: &str) {
+    api.put(
+        "sandboxes",
+        sandbox(
+            name,
+            actor,
+            json!({ "spec": { "operatingMode": "Running" }, "status": { "conditions": [{
+                "type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "",
+                "observedGeneration": 1 }] } }),
+        ),
+    );
+    api.put(
+        "pods",
+        json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
+                "spec": { "nodeName": "node", "containers": [{ "name": "main" }] },
+                "status": { "phase": "Running" } }),
+    );
+}
+
+fn deleting() -> Value {
+    json!({ "metadata": { "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["f"] } })
+}
+
+/// The next event that is not a progress report (`waiting`, `scheduled`).
+async fn next_event(events: &mut tokio_mpsc::UnboundedReceiver<EventKind>) -> EventKind {
+    loop {
+        match events.recv().await.expect("an event") {
+            EventKind::Waiting | EventKind::Scheduled => {}
+            kind => return kind,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_meeting_its_own_live_object_returns_its_id() {
+    // A retry of a create whose answer was lost: the object is the actor's.
+    let api = FakeApi::default();
+    let (lifecycle, _) = lifecycle(&api, direct());
+    let name = names::object_name(false, "a");
+    api.put("sandboxes", sandbox(&name, "a", json!({})));
+    assert_eq!(lifecycle.create("a").await.unwrap(), format!("{NS}/{name}"));
+    assert_eq!(api.requests("create sandboxes"), 1);
+    assert_eq!(api.requests(&format!("get sandboxes/{name}")), 1, "the 409 was looked into");
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_refuses_an_object_of_another_actor() {
+    let api = FakeApi::default();
+    let (lifecycle, _) = lifecycle(&api, direct());
+    let name = names::object_name(false, "a");
+    api.put("sandboxes", sandbox(&name, "b", json!({})));
+    let err = lifecycle.create("a").await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidState, "{err}");
+    assert!(err.message.contains("not created for this actor"), "{err}");
+    assert_eq!(api.requests("create sandboxes"), 1);
+    assert!(names::owned_by(
+        &serde_json::from_value::<SandboxObject>(api.get("sandboxes", &name).unwrap()).unwrap().metadata,
+        "b"
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_waits_out_its_object_being_deleted_then_creates_it_anew() {
+    let api = FakeApi::default();
+    let (lifecycle, mut events) = lifecycle(&api, direct());
+    let name = names::object_name(false, "a");
+    let old = api.put("sandboxes", sandbox(&name, "a", deleting()));
+    // The finalizer finishes right after create has read the object.
+    let gone = name.clone();
+    api.after(&format!("get sandboxes/{name}"), move |api| api.remove("sandboxes", &gone));
+    assert_eq!(lifecycle.create("a").await.unwrap(), format!("{NS}/{name}"));
+    assert_eq!(api.requests("create sandboxes"), 2, "created again once the old one was gone");
+    let new = api.get("sandboxes", &name).expect("the new Sandbox");
+    assert_ne!(new["metadata"]["uid"], old["metadata"]["uid"]);
+    assert!(new["metadata"].get("deletionTimestamp").is_none());
+    assert_eq!(next_event(&mut events).await, EventKind::ColdStart);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_to_a_sandbox_deleted_while_it_starts_is_none() {
+    // Direct mode: the Sandbox is the id; once it is gone there is nothing
+    // to connect to (None: Rivet then creates another), not an error.
+    let api = FakeApi::default();
+    let (lifecycle, mut events) = lifecycle(&api, direct());
+    let name = names::object_name(false, "a");
+    api.put("sandboxes", sandbox(&name, "a", json!({ "spec": { "operatingMode": "Running" } })));
+    let id = format!("{NS}/{name}");
+    let connect = tokio::spawn(async move { lifecycle.connect("a", &id).await });
+    assert_eq!(events.recv().await, Some(EventKind::Waiting), "waiting for the pod");
+    api.remove("sandboxes", &name);
+    assert_eq!(connect.await.unwrap().unwrap(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_follows_a_claim_rebound_to_another_sandbox() {
+    // Warm-pool mode: the claim's Sandbox is deleted and the controller binds
+    // the claim to a new one; connect follows the claim, not the old name.
+    let api = FakeApi::default();
+    let (lifecycle, mut events) = lifecycle(&api, json!({ "warmPool": "pool" }));
+    let claim = names::object_name(true, "a");
+    let bound_to = |sandbox: &str| {
+        ours(
+            "extensions.agents.x-k8s.io/v1beta1",
+            "SandboxClaim",
+            &claim,
+            "a",
+            json!({ "status": { "sandbox": { "name": sandbox } } }),
+        )
+    };
+    api.put("sandboxclaims", bound_to("old"));
+    api.put("sandboxes", sandbox("old", "a", json!({ "spec": { "operatingMode": "Running" } })));
+    let id = format!("{NS}/{claim}");
+    let connect = tokio::spawn(async move { lifecycle.connect("a", &id).await });
+    assert_eq!(events.recv().await, Some(EventKind::Waiting), "waiting for old's pod");
+    ready_sandbox_and_pod(&api, "new", "a");
+    api.put("sandboxclaims", bound_to("new"));
+    api.remove("sandboxes", "old");
+    let connected = connect.await.unwrap().unwrap().expect("connected");
+    assert_eq!((connected.target.pod.as_str(), connected.target.container.as_deref()), ("new", Some("main")));
+    assert!(!connected.fresh, "created by another process");
+    assert_eq!(next_event(&mut events).await, EventKind::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_to_a_claim_deleted_while_it_waits_is_none() {
+    let api = FakeApi::default();
+    let (lifecycle, mut events) = lifecycle(&api, json!({ "warmPool": "pool" }));
+    let claim = names::object_name(true, "a");
+    api.put(
+        "sandboxclaims",
+        ours("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", &claim, "a", json!({ "status": {} })),
+    );
+    let id = format!("{NS}/{claim}");
+    let connect = tokio::spawn(async move { lifecycle.connect("a", &id).await });
+    assert_eq!(events.recv().await, Some(EventKind::Waiting), "waiting for the claim to be bound");
+    api.remove("sandboxclaims", &claim);
+    assert_eq!(connect.await.unwrap().unwrap(), None);
+}
