@@ -99,6 +99,8 @@ export declare class NativeProvider {
 export declare class NativeSandbox {
   /** The TCP ports listening in the sandbox's network. */
   listeningPorts(cancel: NativeCancel): Promise<Array<NativeListeningPort>>
+  /** The in-cluster URL of `port` through the sandbox's Service. */
+  url(portNumber: number): NativeServiceUrl
   /**
    * Opens one connection to `port` in the sandbox; bytes from it go to
    * `onData(1, chunk)`.
@@ -361,6 +363,16 @@ export interface NativeProcessPoll {
   exit?: NativeProcessExit
   /** Output past the cap was not kept. */
   truncated: boolean
+}
+
+/** Where a port is reached inside the cluster (the sandbox's Service). */
+export interface NativeServiceUrl {
+  /** `http://<host>:<port>`. */
+  url: string
+  /** The Service's cluster DNS name. */
+  host: string
+  /** The port. */
+  port: number
 }
 
 /** Options of `spawn`; `js/process.js` fills and checks the JS side. */
