@@ -79,6 +79,20 @@ export async function callNative(call) {
   }
 }
 
+/**
+ * `call()`, a synchronous native call, with its error turned into a JS error with a `code`.
+ * @template T
+ * @param {() => T} call
+ * @returns {T}
+ */
+export function callNativeSync(call) {
+  try {
+    return call();
+  } catch (err) {
+    throw fromNative(err);
+  }
+}
+
 /** Sets `err.code` (enumerable, as Node's own errors have it); returns `err`. */
 export function withCode(err, code) {
   Object.defineProperty(err, "code", { value: code, enumerable: true, writable: true, configurable: true });

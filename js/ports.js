@@ -8,7 +8,7 @@ import http from "node:http";
 import net from "node:net";
 import { Duplex, Readable } from "node:stream";
 
-import { abortError, fromNative, invalidRequest, withCode } from "./errors.js";
+import { abortError, callNativeSync, fromNative, invalidRequest, withCode } from "./errors.js";
 import { native as addon } from "./native.js";
 import { callOptions, callWithSignal, isSignal } from "./tasks.js";
 
@@ -44,11 +44,7 @@ function checkPort(port, name = "port") {
   if (typeof port !== "number") {
     throw invalidRequest(`${name} must be an integer from 1 to 65535, got ${String(port)}; nothing was opened`);
   }
-  try {
-    return addon.checkPort(name, port);
-  } catch (err) {
-    throw fromNative(err);
-  }
+  return callNativeSync(() => addon.checkPort(name, port));
 }
 
 /**
@@ -120,12 +116,8 @@ export function portMethods(native, track) {
 
     /** `{ url, host, port }` of `port` through the sandbox's Service, for clients inside the cluster. */
     url(port) {
-      try {
-        const u = native.url(port);
-        return { url: u.url, host: u.host, port: u.port };
-      } catch (err) {
-        throw fromNative(err);
-      }
+      const u = callNativeSync(() => native.url(port));
+      return { url: u.url, host: u.host, port: u.port };
     },
 
     /**
