@@ -261,3 +261,57 @@ async fn the_trailer_ends_the_exec_while_the_session_stays_open() {
     assert!(started.elapsed() < Duration::from_secs(1), "returned at the trailer, not the hour");
     assert!(script.kills().is_empty(), "the child is left running");
 }
+
+/// A runtime whose every run waits for `open`, counting the runs in flight
+/// (now, most at once).
+struct Gate {
+    open: tokio::sync::Semaphore,
+    in_flight: Mutex<(usize, usize)>,
+}
+
+struct GateHandle(Arc<Gate>);
+
+impl Runtime for GateHandle {
+    fn run<'a>(
+        &'a self,
+        _: &'a ExecTarget,
+        _: Vec<String>,
+        _: Stdin,
+        _: mpsc::Sender<OutputChunk>,
+        _: Release,
+    ) -> BoxFuture<'a, Result<Completion>> {
+        let gate = self.0.clone();
+        async move {
+            {
+                let mut counts = gate.in_flight.lock().unwrap();
+                counts.0 += 1;
+                counts.1 = counts.1.max(counts.0);
+            }
+            let _pass = gate.open.acquire().await.unwrap();
+            gate.in_flight.lock().unwrap().0 -= 1;
+            Ok(Completion::Exited(0))
+        }
+        .boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconnect_storm_sweeps_sixteen_sandboxes_at_a_time() {
+    // Every connect sweeps its sandbox over one exec connection: forty
+    // connects at once hold sixteen, whatever maxConcurrentExecs allows.
+    let gate = Arc::new(Gate { open: tokio::sync::Semaphore::new(0), in_flight: Mutex::default() });
+    let engine = ExecEngine::with_runtime(Box::new(GateHandle(gate.clone())), 256);
+    let sweeps: Vec<_> = (0..40)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.sweep_orphans(&pod(&format!("p{i}"))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(*gate.in_flight.lock().unwrap(), (16, 16));
+    gate.open.add_permits(1_000);
+    for sweep in sweeps {
+        sweep.await.unwrap().unwrap();
+    }
+    assert_eq!(*gate.in_flight.lock().unwrap(), (0, 16), "all forty swept, never more than sixteen at once");
+}

@@ -51,6 +51,10 @@ const MAX_LONG_RUNS: usize = 256;
 const MAX_LONG_RUNS_PER_SANDBOX: usize = 32;
 /// Upper bound of the orphan sweep (it reads `/proc`, nothing that blocks).
 const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Orphan sweeps in flight at once (one per sandbox). Every connect sweeps,
+/// so a worker reconnecting hundreds of actors would otherwise hold one API
+/// connection per connect in flight; the sweeps beyond this wait their turn.
+const MAX_SWEEPS: usize = 16;
 
 /// Runs commands in pods. Cheap to clone; one per provider.
 #[derive(Clone)]
@@ -67,6 +71,8 @@ struct Inner {
     calls: Permits,
     /// Followers and waits.
     long: Permits,
+    /// Orphan sweeps, which also take a slot of `calls`.
+    sweeps: Permits,
     runs: Arc<Runs>,
 }
 
@@ -120,6 +126,9 @@ pub(crate) enum Slots {
     /// slot of its own class instead, and a few of them cannot starve every
     /// other call.
     LongLived,
+    /// A slot of the orphan sweeps' (see [`MAX_SWEEPS`]), then one of
+    /// `Calls`.
+    Sweep,
     /// None: a kill, which must not queue behind the commands it stops.
     Exempt,
 }
@@ -190,6 +199,7 @@ impl ExecEngine {
                 runtime,
                 calls: Permits::new(max_concurrent_execs, per_sandbox),
                 long: Permits::new(MAX_LONG_RUNS, MAX_LONG_RUNS_PER_SANDBOX),
+                sweeps: Permits::new(MAX_SWEEPS, 1),
                 runs: Runs::new(),
             }),
             audit: false,
@@ -426,12 +436,17 @@ impl ExecEngine {
         }
     }
 
-    /// A slot of the class `slots` names, once one is free.
-    async fn acquire(&self, slots: &Slots, target: &ExecTarget) -> Option<Slot> {
+    /// The slots of the class `slots` names, once they are free. Cancel
+    /// safe: dropping the future gives back what it took.
+    async fn acquire(&self, slots: &Slots, target: &ExecTarget) -> [Option<Slot>; 2] {
         match slots {
-            Slots::Calls => Some(self.inner.calls.acquire(target).await),
-            Slots::LongLived => Some(self.inner.long.acquire(target).await),
-            Slots::Exempt => None,
+            Slots::Calls => [Some(self.inner.calls.acquire(target).await), None],
+            Slots::LongLived => [Some(self.inner.long.acquire(target).await), None],
+            Slots::Sweep => {
+                let sweep = self.inner.sweeps.acquire(target).await;
+                [Some(sweep), Some(self.inner.calls.acquire(target).await)]
+            }
+            Slots::Exempt => [None, None],
         }
     }
 
@@ -449,7 +464,7 @@ impl ExecEngine {
         let Snapshot { next, live } = self.inner.runs.snapshot();
         let argv = kill::sweep_argv(self.inner.runs.instance(), next, &live);
         let mut out = ScriptOutput::new(|_| Ok(()));
-        let options = RunOptions::call(&Call::within(SWEEP_TIMEOUT), None);
+        let options = RunOptions { slots: Slots::Sweep, ..RunOptions::call(&Call::within(SWEEP_TIMEOUT), None) };
         let exit = self.run(target, Program::Argv(argv), options, &mut out).await?;
         script_status(exit, "the orphan sweep", out.into_stderr())
     }
