@@ -435,7 +435,7 @@ export interface Sandbox {
    * v1 where the node runs it; never `/proc/meminfo`, which describes the node) and `stat -f` of
    * the filesystem holding `cwd`. Counters are cumulative; pass `sampleMs` for `cpuPercent`.
    * Rejects with `invalid_request` for a bad `sampleMs` (nothing run), `unsupported` when the image
-   * lacks `cat`, `date`, `stat` or `sleep`, or the runtime shows no cgroup file the result needs
+   * lacks `date`, `stat` or `sleep`, or the runtime shows no cgroup file the result needs
    * (the message names it), `internal` naming a file that holds what no kernel writes.
    */
   usage(options?: UsageOptions): Promise<SandboxUsage>;
