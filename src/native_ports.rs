@@ -14,8 +14,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::exec::Tunnel;
-use sandbox_core::ports::{port, ListeningPort, ServiceUrl};
+use sandbox_core::{port, ListeningPort, ServiceUrl, Tunnel};
 use tokio::sync::{mpsc, watch};
 
 use crate::calls::{promise, NativeCancel};

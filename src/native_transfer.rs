@@ -10,7 +10,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::byte_count;
+use sandbox_core::byte_count;
 use sandbox_core::transfer::{self, Limits, Source, Totals};
 use tokio::sync::{mpsc, Mutex};
 

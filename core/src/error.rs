@@ -119,7 +119,7 @@ impl Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// ` at line L, column C` for a parse error's position, or nothing.
-pub fn position(line_column: Option<(u64, u64)>) -> String {
+pub(crate) fn position(line_column: Option<(u64, u64)>) -> String {
     line_column.map(|(line, column)| format!(" at line {line}, column {column}")).unwrap_or_default()
 }
 
@@ -128,14 +128,14 @@ const LONG_WORD: usize = 160;
 
 /// `value` quoted as `{:?}` does, with a long middle left out, so a 4 KiB
 /// path in a message does not push its reason out of sight.
-pub fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     shorten(&format!("{value:?}"))
 }
 
 /// `text` with every run of more than 160 non-whitespace characters cut to
 /// its first 80 and last 40 (the rest counted), for messages that echo user
 /// paths or a tool's stderr.
-pub fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(4096));
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {

@@ -29,8 +29,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection, StreamOwned};
-use sandbox_core::client::{api_error, connect, Action};
-use sandbox_core::config::KubeConfigSource;
+use sandbox_core::testing::{api_error, connect, Action, KubeConfigSource};
 use sandbox_core::ErrorCode;
 
 /// Set in the child process that runs a test with other system roots.

@@ -12,12 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use sandbox_core::exec::trailer::needle;
-use sandbox_core::exec::wrapper::WRAPPER;
-use sandbox_core::exec::{
-    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream,
-};
-use sandbox_core::{Error, ErrorCode, Result};
+use sandbox_core::testing::trailer::needle;
+use sandbox_core::testing::wrapper::WRAPPER;
+use sandbox_core::testing::{kill, Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin};
+use sandbox_core::{Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 

@@ -192,7 +192,7 @@ pub(crate) fn describe(err: &kube::Error, plugin: Option<&str>) -> String {
 /// a quoted string), as YAML (`token: …` at the start of a line or after
 /// `{`, `,` or `- `), as an environment assignment (`VAULT_TOKEN="…"`) or
 /// as a command-line flag (`--client-secret …`, `--token=…`).
-pub fn redact(message: &str) -> String {
+pub(crate) fn redact(message: &str) -> String {
     let text = redact_userinfo(message);
     let text = redact_after(&text, "Bearer ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
     let text = redact_after(&text, "Basic ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));

@@ -45,7 +45,7 @@ use super::{api_error, Action};
 use crate::error::{Error, Result};
 
 /// How long an informer nobody uses keeps its watch.
-pub const IDLE_STOP: Duration = Duration::from_secs(300);
+pub(crate) const IDLE_STOP: Duration = Duration::from_secs(300);
 /// How often a running informer checks whether it is idle.
 const IDLE_CHECK: Duration = Duration::from_secs(5);
 /// How long a waiter trusts a GET that found an object the live cache lacks
@@ -58,13 +58,13 @@ const MIN_RETRY: Duration = Duration::from_secs(1);
 
 /// The latest state of one object: `Some` while it exists, `None` once it
 /// is absent (never created, or deleted).
-pub type Latest<K> = Option<K>;
+pub(crate) type Latest<K> = Option<K>;
 
 /// Where an informer's events and point reads come from: the API server
 /// ([`ApiSource`]), or a script in tests.
 pub trait Source<K>: Send + Sync + 'static {
     /// A new watch: `Init`, the listed objects, `InitDone`, then changes.
-    /// Errors are the core's (see [`watch_error`]).
+    /// Errors are the core's (see `watch_error`).
     fn events(&self) -> BoxStream<'static, Result<Event<K>>>;
     /// GET of one object; 404 → `None`.
     fn get(&self, name: &str) -> BoxFuture<'static, Result<Option<K>>>;
@@ -139,7 +139,7 @@ where
 }
 
 /// A watch error as the core's error, naming the verb that failed.
-pub fn watch_error(e: watcher::Error, resource: &'static str, name: Option<&str>, namespace: &str) -> Error {
+pub(crate) fn watch_error(e: watcher::Error, resource: &'static str, name: Option<&str>, namespace: &str) -> Error {
     let action = Action { verb: "watch", resource, name, namespace };
     match e {
         watcher::Error::InitialListFailed(k) => api_error(k, Action { verb: "list", ..action }),

@@ -34,7 +34,7 @@ impl Requests {
 /// `deletecollection`) plus `exec` for the pods/exec upgrade, and the
 /// resource as RBAC names it (`plural` or `plural/subresource`). Names and
 /// namespaces are left out: they say which object, not what it cost.
-pub fn classify(method: &Method, uri: &Uri) -> String {
+pub(crate) fn classify(method: &Method, uri: &Uri) -> String {
     let segments: Vec<&str> = uri.path().trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     // /api/v1/... or /apis/<group>/<version>/...
     let skip = match segments.first() {

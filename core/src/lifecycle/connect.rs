@@ -63,7 +63,7 @@ impl Lifecycle {
     /// claim or Sandbox definitively no longer exists (404) or `id` cannot
     /// name one of this provider's (see `Lifecycle::own_id`); every other
     /// problem is an error, so Rivet keeps the id and retries later.
-    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
+    pub(crate) async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
         let Some(id) = self.own_id(id) else { return Ok(None) };
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();

@@ -18,7 +18,7 @@ impl Lifecycle {
     /// Makes the claim or Sandbox for `actor_id` and returns its id. The name
     /// is derived from the actor id, so a retry after a crash finds the
     /// object it made before instead of creating a second one.
-    pub async fn create(&self, actor_id: &str) -> Result<String> {
+    pub(crate) async fn create(&self, actor_id: &str) -> Result<String> {
         let id = SandboxId { namespace: self.namespace.clone(), name: names::object_name(self.warm(), actor_id) };
         let ev = self.emitter(&id, actor_id);
         // The connect that follows waits on these: their lists start now.

@@ -13,21 +13,21 @@
 //!   `preflight`: the warm pool's template check; [`events`]: progress.
 
 mod access;
-pub mod caches;
+pub(crate) mod caches;
 mod connect;
 mod create;
 mod destroy;
-pub mod events;
-pub mod manifest;
-pub mod names;
+pub(crate) mod events;
+pub(crate) mod manifest;
+pub(crate) mod names;
 #[cfg(test)]
 mod orchestration_tests;
 mod preflight;
-pub mod readiness;
-pub mod resources;
+pub(crate) mod readiness;
+pub(crate) mod resources;
 mod suspend;
-pub mod ttl;
-pub mod waits;
+pub(crate) mod ttl;
+pub(crate) mod waits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -57,7 +57,7 @@ use crate::exec::ExecTarget;
 
 /// A connected sandbox: where its commands run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connected {
+pub(crate) struct Connected {
     /// The pod (= Sandbox name) and container: the `container` option or the
     /// pod's first.
     pub target: ExecTarget,
@@ -70,7 +70,7 @@ pub struct Connected {
 
 /// Kubernetes lifecycle operations for one provider configuration. Keeps no
 /// per-actor state beyond throttling (TTL) and event bookkeeping.
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     client: Client,
     /// Namespace new sandboxes are created in.
     pub namespace: String,
@@ -106,7 +106,7 @@ struct Fresh {
 impl Lifecycle {
     /// Lifecycle over `conn`; the namespace is the option or the client's
     /// default. Its watches end when `stop` is cancelled.
-    pub fn new(
+    pub(crate) fn new(
         conn: &Connection,
         config: Arc<ProviderConfig>,
         sink: Option<EventSink>,
@@ -168,7 +168,7 @@ impl Lifecycle {
 
     /// Shared watches open now, how many of them are failing (an error since
     /// their last complete list), and the lists they started so far.
-    pub fn watches(&self) -> (usize, usize, u64) {
+    pub(crate) fn watches(&self) -> (usize, usize, u64) {
         let (claims, sandboxes, pods) = (&self.caches.claims, &self.caches.sandboxes, &self.caches.pods);
         let all = [
             (claims.activity(), claims.health()),
@@ -182,7 +182,7 @@ impl Lifecycle {
     }
 
     /// The shared pod watch, for the exec engine's pod-liveness checks.
-    pub fn pod_cache(&self) -> Informer<Pod> {
+    pub(crate) fn pod_cache(&self) -> Informer<Pod> {
         self.caches.pods.clone()
     }
     /// JSON merge patch; 404 → `Ok(false)`.

@@ -48,7 +48,7 @@ pub struct ServiceUrl {
 
 /// The in-cluster URL of `port` through the Service named `service_fqdn`;
 /// `unsupported` naming the fix when the sandbox has no Service.
-pub fn service_url(sandbox: &str, service_fqdn: Option<&str>, port: u16) -> Result<ServiceUrl> {
+pub(crate) fn service_url(sandbox: &str, service_fqdn: Option<&str>, port: u16) -> Result<ServiceUrl> {
     let Some(host) = service_fqdn.filter(|h| !h.is_empty()) else {
         return Err(Error::new(
             ErrorCode::Unsupported,
@@ -73,7 +73,11 @@ pub fn port(name: &str, value: f64) -> Result<u16> {
 }
 
 /// The listening TCP sockets in `target`'s network, by port then address.
-pub async fn listening_ports(engine: &ExecEngine, target: &ExecTarget, call: &Call) -> Result<Vec<ListeningPort>> {
+pub(crate) async fn listening_ports(
+    engine: &ExecEngine,
+    target: &ExecTarget,
+    call: &Call,
+) -> Result<Vec<ListeningPort>> {
     let mut table = Vec::new();
     let mut sink = ScriptOutput::new(|data: Bytes| {
         if table.len() + data.len() > MAX_TABLE_BYTES {

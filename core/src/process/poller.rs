@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::exec::{ExecEngine, ExecTarget};
 
 /// A follower nobody polled for this long is stopped.
-pub const IDLE: Duration = Duration::from_secs(30);
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// Most bytes a follower holds for the next poll.
 const HELD_BYTES: usize = 16 * 1024 * 1024;
 

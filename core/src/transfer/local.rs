@@ -30,7 +30,7 @@ fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
 /// checked entry and its local path. FIFOs, sockets and devices are
 /// `invalid_request`.
 #[cfg(unix)]
-pub fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) -> Result<()>) -> Result<Totals> {
+pub(crate) fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) -> Result<()>) -> Result<Totals> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
@@ -123,7 +123,7 @@ pub fn walk(_: &Path, _: Limits, _: &mut dyn FnMut(&Entry, &Path) -> Result<()>)
 
 /// Sends the tree under `root` through `framer`, re-encoded: a blocking
 /// thread walks and reads it, a bounded channel carries the pieces.
-pub async fn send_tree(root: PathBuf, limits: Limits, framer: &mut Framer) -> Result<Totals> {
+pub(crate) async fn send_tree(root: PathBuf, limits: Limits, framer: &mut Framer) -> Result<Totals> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let walker = tokio::task::spawn_blocking(move || {
         let mut header = Vec::new();
@@ -177,7 +177,7 @@ fn send_file(path: &Path, size: u64, send: &dyn Fn(Bytes) -> Result<()>) -> Resu
 /// below the target, whoever made it. Directories get their modes at the
 /// end (a read-only one would refuse its own contents).
 #[cfg(unix)]
-pub struct Extractor {
+pub(crate) struct Extractor {
     root: PathBuf,
     parser: Parser,
     rules: Rules,
@@ -189,7 +189,7 @@ pub struct Extractor {
 #[cfg(unix)]
 impl Extractor {
     /// Creates `root` if missing.
-    pub fn new(root: &Path, limits: Limits) -> Result<Self> {
+    pub(crate) fn new(root: &Path, limits: Limits) -> Result<Self> {
         std::fs::create_dir_all(root).map_err(|e| io_error("cannot create", root, &e))?;
         Ok(Extractor {
             root: root.to_path_buf(),
@@ -202,7 +202,7 @@ impl Extractor {
     }
 
     /// Takes the next archive bytes.
-    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<()> {
         let Extractor { root, parser, rules, file, dirs, totals } = self;
         parser.feed(data, &mut |event| match event {
             Event::Entry(entry) => {
@@ -225,7 +225,7 @@ impl Extractor {
     }
 
     /// Checks the archive's end and gives directories their modes.
-    pub fn finish(self) -> Result<Totals> {
+    pub(crate) fn finish(self) -> Result<Totals> {
         use std::os::unix::fs::PermissionsExt;
         self.parser.finish().map_err(|e| Error::new(ErrorCode::ConnectionLost, e.message))?;
         for (dir, mode) in self.dirs.iter().rev() {
