@@ -22,6 +22,7 @@
 //! - `provider`: the assembly of client, lifecycle and exec engine that the
 //!   binding exposes.
 //! - `trace`: `AGENT_SANDBOX_LOG=debug` tracing on stderr (no secrets).
+//! - `sync`: [`lock`], the one policy for a poisoned mutex (core and binding).
 
 /// An in-pod script as sent: `core/src/<path>` composed with the libraries it
 /// needs and minified by the build script (`core/build/`).
@@ -42,6 +43,7 @@ mod ports;
 mod process;
 mod provider;
 mod sandbox;
+mod sync;
 mod trace;
 pub mod transfer;
 mod usage;
@@ -65,6 +67,7 @@ pub use process::{
 };
 pub use provider::{Provider, Stats};
 pub use sandbox::Sandbox;
+pub use sync::lock;
 pub use usage::{Source as UsageSource, Usage};
 
 /// Seams for the crate's integration tests (`core/tests/`): the engine over a

@@ -15,7 +15,7 @@ use futures::FutureExt;
 use sandbox_core::testing::trailer::needle;
 use sandbox_core::testing::wrapper::WRAPPER;
 use sandbox_core::testing::{kill, Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin};
-use sandbox_core::{Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream};
+use sandbox_core::{lock, Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
@@ -51,7 +51,7 @@ impl Scripted {
     }
 
     fn kills(&self) -> Vec<String> {
-        self.kills.lock().unwrap().clone()
+        lock(&self.kills).clone()
     }
 }
 
@@ -77,7 +77,7 @@ impl Runtime for Handle {
                 }
             };
             if argv[2] == kill::KILL {
-                script.kills.lock().unwrap().extend(argv[6..].iter().cloned());
+                lock(&script.kills).extend(argv[6..].iter().cloned());
                 script.killed.notify_waiters();
                 return Ok(Completion::Exited(0));
             }

@@ -4,8 +4,9 @@
 //! Every attempt counts, retries included.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::sync::lock;
 use http::{Method, Uri};
 
 /// The counts of one client (cheap to clone; clones share the counts).
@@ -19,13 +20,13 @@ impl Requests {
     pub fn record(&self, method: &Method, uri: &Uri) {
         let key = classify(method, uri);
         crate::trace!("api: {key}");
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = lock(&self.counts);
         *counts.entry(key).or_default() += 1;
     }
 
     /// `"verb resource"` → requests so far.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
-        self.counts.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        lock(&self.counts).clone()
     }
 }
 

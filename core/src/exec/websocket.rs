@@ -65,6 +65,7 @@ use super::ExecTarget;
 use crate::client::informer::Informer;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
+use crate::sync::lock;
 
 /// Payload bytes per stdin message. kube's 4 KiB made writeFile 3× slower
 /// than the socket allows; much larger only grows the API server's buffers.
@@ -179,9 +180,7 @@ impl PodExecRuntime {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        // Only set and map operations under the lock: a panic cannot leave
-        // them half done, so a poisoned lock is still consistent.
-        let mut drains = self.drains.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut drains = lock(&self.drains);
         let Drains { tasks, per_sandbox } = &mut *drains;
         while let Some(ended) = tasks.try_join_next() {
             if let Ok(key) = ended {

@@ -16,6 +16,7 @@ use super::names::SandboxId;
 use super::resources::Kind;
 use super::{manifest, Lifecycle};
 use crate::error::Result;
+use crate::sync::lock;
 
 /// Throttled shutdown-time bookkeeping for one provider.
 pub(crate) struct Ttl {
@@ -50,8 +51,7 @@ impl Ttl {
     /// now: not when it was moved less than an interval ago by this process,
     /// nor when it is already within an interval of `now + ttl`.
     pub(crate) fn due(&self, key: &str, current: Option<&str>) -> bool {
-        let recent =
-            self.last_refresh.lock().map(|m| m.get(key).is_some_and(|t| t.elapsed() < self.interval)).unwrap_or(false);
+        let recent = lock(&self.last_refresh).get(key).is_some_and(|t| t.elapsed() < self.interval);
         if recent {
             return false;
         }
@@ -64,17 +64,14 @@ impl Ttl {
 
     /// Records a refresh of `key` (and forgets entries too old to matter).
     pub(crate) fn mark(&self, key: &str) {
-        if let Ok(mut m) = self.last_refresh.lock() {
-            m.retain(|_, t| t.elapsed() < self.interval);
-            m.insert(key.to_string(), Instant::now());
-        }
+        let mut m = lock(&self.last_refresh);
+        m.retain(|_, t| t.elapsed() < self.interval);
+        m.insert(key.to_string(), Instant::now());
     }
 
     /// Forgets `key` (after destroy).
     pub(crate) fn forget(&self, key: &str) {
-        if let Ok(mut m) = self.last_refresh.lock() {
-            m.remove(key);
-        }
+        lock(&self.last_refresh).remove(key);
     }
 }
 
