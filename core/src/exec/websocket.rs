@@ -442,6 +442,7 @@ where
             3 => {
                 return serde_json::from_slice::<Status>(&payload).map(|s| decode(&s)).map_err(|e| {
                     Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}"))
+                        .with_source(e)
                 })
             }
             _ => continue,
@@ -470,7 +471,8 @@ where
     match time::timeout(stall, frames.next()).await {
         Ok(Some(Ok(message))) => Ok(Some(message)),
         Ok(Some(Err(e))) => {
-            Err(Error::new(ErrorCode::ConnectionLost, format!("the {what} connection failed before it ended: {e}")))
+            let text = format!("the {what} connection failed before it ended: {e}");
+            Err(Error::new(ErrorCode::ConnectionLost, text).with_source(e))
         }
         Ok(None) => Ok(None),
         Err(_) => Err(Error::new(

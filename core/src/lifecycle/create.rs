@@ -44,7 +44,8 @@ impl Lifecycle {
                 manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
             }
         };
-        let object: DynamicObject = serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()))?;
+        let object: DynamicObject =
+            serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()).with_source(e))?;
         let kind = self.kind();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &id.namespace, &kind.api_resource());
         let action =
