@@ -4,7 +4,7 @@
 //! napi's `AbortSignal` is `!Send` and misses signals aborted before the
 //! call, so `js/` makes a `NativeCancel` for every call, cancels it when the
 //! call's signal aborts, and passes it in; the call runs on napi's Tokio
-//! runtime as a [`sandbox_core::exec::Call`] with that token (the core adds
+//! runtime as a [`sandbox_core::Call`] with that token (the core adds
 //! the provider's default timeout).
 
 use std::future::Future;
@@ -12,7 +12,7 @@ use std::future::Future;
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::exec::Call;
+use sandbox_core::Call;
 use tokio_util::sync::CancellationToken;
 
 use crate::errors::to_napi;

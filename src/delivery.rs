@@ -21,8 +21,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{FnArgs, ToNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{check_status, sys, Status};
-use sandbox_core::exec::{OutputChunk, Stream};
-use sandbox_core::process::ProcessChunk;
+use sandbox_core::{OutputChunk, ProcessChunk, Stream};
 use tokio::sync::{mpsc, Semaphore};
 
 /// Largest merged batch handed to JS in one call.
@@ -39,7 +38,7 @@ type ChunkArgs = FnArgs<(u32, JsChunk, Option<f64>)>;
 
 /// The output callback `(stream, chunk, sequence) => void`, weak (it never
 /// keeps Node alive) and called without a Node-style error argument.
-pub type ChunkCallback = ThreadsafeFunction<ChunkArgs, (), ChunkArgs, Status, false, true>;
+pub(crate) type ChunkCallback = ThreadsafeFunction<ChunkArgs, (), ChunkArgs, Status, false, true>;
 
 /// Pieces of one stream, copied into a single new `Buffer` on the JS thread.
 pub struct JsChunk(Vec<Bytes>);
@@ -67,7 +66,7 @@ impl ToNapiValue for JsChunk {
 }
 
 /// A chunk of output as delivery sees it.
-pub struct Part {
+pub(crate) struct Part {
     stream: Stream,
     data: Bytes,
     /// Where a reader resumes after it, for output that has one.
@@ -75,7 +74,7 @@ pub struct Part {
 }
 
 /// A chunk that can be merged with the next ones of its stream.
-pub trait Piece: Send + 'static {
+pub(crate) trait Piece: Send + 'static {
     /// What delivery needs of it.
     fn into_part(self) -> Part;
 }
@@ -93,7 +92,7 @@ impl Piece for ProcessChunk {
 }
 
 /// A stream as JS numbers it: 1 stdout, 2 stderr.
-pub fn stream_code(stream: Stream) -> u32 {
+pub(crate) fn stream_code(stream: Stream) -> u32 {
     match stream {
         Stream::Stdout => 1,
         Stream::Stderr => 2,
@@ -101,7 +100,7 @@ pub fn stream_code(stream: Stream) -> u32 {
 }
 
 /// The bounded channel from the core to [`deliver`].
-pub fn channel<P: Piece>() -> (mpsc::Sender<P>, mpsc::Receiver<P>) {
+pub(crate) fn channel<P: Piece>() -> (mpsc::Sender<P>, mpsc::Receiver<P>) {
     mpsc::channel(DEPTH)
 }
 
@@ -109,7 +108,10 @@ pub fn channel<P: Piece>() -> (mpsc::Sender<P>, mpsc::Receiver<P>) {
 /// there is no callback; returns once `work` has returned and every chunk
 /// reached JS. `work` drops its sender when it returns, which ends the
 /// delivery.
-pub async fn delivering<P, T, F>(callback: Option<ChunkCallback>, work: impl FnOnce(Option<mpsc::Sender<P>>) -> F) -> T
+pub(crate) async fn delivering<P, T, F>(
+    callback: Option<ChunkCallback>,
+    work: impl FnOnce(Option<mpsc::Sender<P>>) -> F,
+) -> T
 where
     P: Piece,
     F: Future<Output = T>,
@@ -129,7 +131,7 @@ where
 /// after it) until the channel closes, then waits until JS has run every
 /// call. Stops early if the JS side is gone (then `rx` is dropped and the
 /// producer carries on without it).
-pub async fn deliver<P: Piece>(mut rx: mpsc::Receiver<P>, callback: ChunkCallback) {
+pub(crate) async fn deliver<P: Piece>(mut rx: mpsc::Receiver<P>, callback: ChunkCallback) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut next: Option<Part> = None;
     loop {

@@ -14,8 +14,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::exec::Tunnel;
-use sandbox_core::ports::{port, ListeningPort, ServiceUrl};
+use sandbox_core::{lock, port, ListeningPort, ServiceUrl, Tunnel};
 use tokio::sync::{mpsc, watch};
 
 use crate::calls::{promise, NativeCancel};
@@ -82,7 +81,7 @@ impl NativeTunnel {
     /// tunnel ended the bytes are dropped (`wait()` says how it ended).
     #[napi]
     pub async fn write(&self, data: Buffer) -> napi::Result<()> {
-        let input = self.input.lock().expect("tunnel poisoned").clone();
+        let input = lock(&self.input).clone();
         if let Some(input) = input {
             let _ = input.send(Bytes::from_owner(data)).await;
         }
@@ -105,7 +104,7 @@ impl NativeTunnel {
     /// idempotent. `wait()` resolves.
     #[napi]
     pub fn close(&self) {
-        self.input.lock().expect("tunnel poisoned").take();
+        lock(&self.input).take();
         self.task.abort();
     }
 

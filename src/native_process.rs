@@ -13,9 +13,10 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::{byte_count, sequence, timeout_ms};
-use sandbox_core::process::{Kill, ProcessExit, ProcessInfo, ProcessPoll, SpawnRequest, SpawnStdin, DEFAULT_CAP};
-use sandbox_core::Provider;
+use sandbox_core::{
+    byte_count, sequence, timeout_ms, Kill, ProcessExit, ProcessInfo, ProcessPoll, Provider, SpawnRequest, SpawnStdin,
+    DEFAULT_PROCESS_CAP,
+};
 
 use crate::calls::{promise, NativeCancel};
 use crate::delivery::{delivering, stream_code, ChunkCallback};
@@ -267,7 +268,7 @@ impl NativeSandbox {
             let mut request = SpawnRequest::new(command, options.cwd.unwrap_or_default());
             request.env = options.env.unwrap_or_default().into_iter().collect();
             request.timeout = timeout_ms("timeoutMs", options.timeout_ms)?;
-            request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_CAP)?;
+            request.max_output_bytes = byte_count("maxOutputBytes", options.max_output_bytes, DEFAULT_PROCESS_CAP)?;
             request.stdin = match options.stdin {
                 Some(Either::A(bytes)) => SpawnStdin::Bytes(Bytes::from_owner(bytes)),
                 Some(Either::B(true)) => SpawnStdin::Open,

@@ -7,9 +7,7 @@ use napi::bindgen_prelude::Unknown;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
-use sandbox_core::config;
-use sandbox_core::lifecycle::EventSink;
-use sandbox_core::Provider;
+use sandbox_core::{parse_config, EventSink, Provider};
 
 use crate::errors::to_napi;
 use crate::native_sandbox::NativeSandbox;
@@ -31,7 +29,7 @@ impl NativeProvider {
     /// path is read here; the client is built by the first call.
     #[napi(constructor, ts_args_type = "options: unknown, onEvent: ((event: unknown) => void) | null")]
     pub fn new(options: serde_json::Value, on_event: Option<EventCallback>) -> napi::Result<NativeProvider> {
-        let config = config::parse(&options).map_err(to_napi)?;
+        let config = parse_config(&options).map_err(to_napi)?;
         let sink: Option<EventSink> = on_event.map(|f| {
             let f = Arc::new(f);
             let sink: EventSink = Arc::new(move |event| {

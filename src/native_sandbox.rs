@@ -16,11 +16,10 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either, Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::{byte_count, byte_range, sample_ms as sample, timeout_ms};
-use sandbox_core::exec::{ExecRequest, DEFAULT_MAX_OUTPUT_BYTES};
-use sandbox_core::files::{FileStat, RemoveOptions, DEFAULT_MAX_READ_BYTES};
-use sandbox_core::usage::Usage;
-use sandbox_core::Provider;
+use sandbox_core::{
+    byte_count, byte_range, sample_ms as sample, timeout_ms, ExecRequest, FileStat, Provider, RemoveOptions, Usage,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_READ_BYTES,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::{promise, NativeCancel};
@@ -147,8 +146,8 @@ pub struct NativeUsage {
     pub disk_total_bytes: Option<f64>,
 }
 
-impl From<sandbox_core::exec::ExecResult> for NativeExecResult {
-    fn from(r: sandbox_core::exec::ExecResult) -> Self {
+impl From<sandbox_core::ExecResult> for NativeExecResult {
+    fn from(r: sandbox_core::ExecResult) -> Self {
         NativeExecResult {
             exit_code: r.exit_code,
             timed_out: r.timed_out,

@@ -1,4 +1,4 @@
-//! `NativeTerminal`: the napi face of `sandbox_core::exec::Terminal`.
+//! `NativeTerminal`: the napi face of `sandbox_core::Terminal`.
 //! `js/terminal.js` wraps it into the `SandboxTerminal` object (AbortSignal,
 //! a throwing `onData`, string input, error codes). Output reaches JS as
 //! exec output does (`delivery`), in a task that the terminal's handle
@@ -11,8 +11,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::{terminal_dimension, timeout_ms};
-use sandbox_core::exec::{Terminal, TerminalRequest, TerminalSize};
+use sandbox_core::{terminal_dimension, timeout_ms, Terminal, TerminalRequest, TerminalSize};
 
 use crate::calls::{promise, NativeCancel};
 use crate::delivery::{self, deliver, ChunkCallback};

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::args::byte_count;
 use sandbox_core::transfer::{self, Limits, Source, Totals};
+use sandbox_core::{byte_count, lock};
 use tokio::sync::{mpsc, Mutex};
 
 use crate::calls::{promise, NativeCancel};
@@ -103,7 +103,7 @@ impl NativeUpload {
     /// when the upload already ended (`end()` says how).
     #[napi]
     pub async fn write(&self, chunk: Buffer) -> bool {
-        let tx = self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let tx = lock(&self.chunks).clone();
         match tx {
             Some(tx) => tx.send(Bytes::from_owner(chunk)).await.is_ok(),
             None => false,
@@ -113,7 +113,7 @@ impl NativeUpload {
     /// Ends the archive and resolves with what was moved.
     #[napi]
     pub async fn end(&self) -> napi::Result<NativeTotals> {
-        self.chunks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        lock(&self.chunks).take();
         let result = self.task.result().await.ok_or_else(|| invalid("end() was already called for this upload"))?;
         result.map(NativeTotals::from)
     }

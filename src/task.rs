@@ -12,11 +12,11 @@
 //! never fails because the provider object was collected mid-run.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{spawn, Either};
 use napi_derive::napi;
-use sandbox_core::{Error, Provider};
+use sandbox_core::{lock, Error, Provider};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -64,7 +64,7 @@ impl<T> Task<T> {
 
     /// What the work ended with, the first time; `None` after that.
     pub(crate) async fn result(&self) -> Option<napi::Result<T>> {
-        let result = self.result.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+        let result = lock(&self.result).take()?;
         Some(match result.await {
             Ok(result) => result.map_err(to_napi),
             Err(_) => Err(to_napi(Error::internal("the task ended without a result"))),

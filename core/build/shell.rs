@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 /// A script and its libraries, in the order they are sent.
 #[derive(Debug)]
-pub struct Composed {
+pub(crate) struct Composed {
     /// Every file, libraries first.
     pub files: Vec<PathBuf>,
     /// Their texts concatenated, comments and directives included.
@@ -52,7 +52,7 @@ pub struct Composed {
 }
 
 /// Reads `script` and, first, every library it needs (see the module docs).
-pub fn compose(script: &Path) -> Result<Composed, String> {
+pub(crate) fn compose(script: &Path) -> Result<Composed, String> {
     let mut files = Vec::new();
     collect(script, &mut files, &mut Vec::new())?;
     let mut source = String::new();
@@ -104,7 +104,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The renames a text declares with `# minify: long=short …` lines.
-pub fn renames(source: &str) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn renames(source: &str) -> Result<BTreeMap<String, String>, String> {
     let mut map = BTreeMap::new();
     for line in source.lines() {
         let Some(decls) = line.trim_start().strip_prefix("# minify:") else { continue };
@@ -144,7 +144,7 @@ fn is_name(s: &str) -> bool {
 }
 
 /// The text to send for a composed source (see the module docs).
-pub fn minify(source: &str) -> Result<String, String> {
+pub(crate) fn minify(source: &str) -> Result<String, String> {
     if source.contains('\r') {
         // A checkout with CRLF line ends (core.autocrlf): the shell would
         // take each CR for part of a word.

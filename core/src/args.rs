@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 /// Longest timeout accepted, in ms: `setTimeout`'s own limit (24.8 days).
-pub const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
+pub(crate) const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
 /// Largest count accepted: JavaScript's largest exact integer.
-pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// A timeout in ms: absent or 0 → none; otherwise a number in
-/// (0, [`MAX_TIMEOUT_MS`]]. `name` is the option's name in the error.
+/// (0, `MAX_TIMEOUT_MS`]. `name` is the option's name in the error.
 pub fn timeout_ms(name: &str, value: Option<f64>) -> Result<Option<Duration>> {
     match value {
         None => Ok(None),
@@ -25,7 +25,7 @@ pub fn timeout_ms(name: &str, value: Option<f64>) -> Result<Option<Duration>> {
 }
 
 /// A byte count: absent → `default`; otherwise a whole number in
-/// [0, [`MAX_SAFE_INTEGER`]].
+/// [0, `MAX_SAFE_INTEGER`].
 pub fn byte_count(name: &str, value: Option<f64>, default: u64) -> Result<u64> {
     match value {
         None => Ok(default),
@@ -47,7 +47,7 @@ pub struct ByteRange {
 }
 
 /// `readFile`'s `offset` and `length`: absent, or whole numbers in
-/// [0, [`MAX_SAFE_INTEGER`]].
+/// [0, `MAX_SAFE_INTEGER`].
 pub fn byte_range(offset: Option<f64>, length: Option<f64>) -> Result<ByteRange> {
     let length = match length {
         None => None,
@@ -58,10 +58,10 @@ pub fn byte_range(offset: Option<f64>, length: Option<f64>) -> Result<ByteRange>
 
 /// Largest number of columns or rows of a terminal (agentOS's
 /// `MAX_TERMINAL_DIMENSION`).
-pub const MAX_TERMINAL_DIMENSION: u16 = 4096;
+pub(crate) const MAX_TERMINAL_DIMENSION: u16 = 4096;
 
 /// A terminal's columns or rows: absent → `default`; otherwise a whole
-/// number in [1, [`MAX_TERMINAL_DIMENSION`]].
+/// number in [1, `MAX_TERMINAL_DIMENSION`].
 pub fn terminal_dimension(name: &str, value: Option<f64>, default: u16) -> Result<u16> {
     match value {
         None => Ok(default),
@@ -73,7 +73,7 @@ pub fn terminal_dimension(name: &str, value: Option<f64>, default: u16) -> Resul
 }
 
 /// An output sequence number to read after: absent, or a whole number in
-/// [0, [`MAX_SAFE_INTEGER`]].
+/// [0, `MAX_SAFE_INTEGER`].
 pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
     match value {
         None => Ok(None),
@@ -85,10 +85,10 @@ pub fn sequence(name: &str, value: Option<f64>) -> Result<Option<u64>> {
 }
 
 /// Longest `usage()` CPU sample, in ms.
-pub const MAX_SAMPLE_MS: f64 = 10_000.0;
+pub(crate) const MAX_SAMPLE_MS: f64 = 10_000.0;
 
 /// `usage()`'s `sampleMs`: absent → no sample; otherwise a whole number of
-/// ms in [1, [`MAX_SAMPLE_MS`]].
+/// ms in [1, `MAX_SAMPLE_MS`].
 pub fn sample_ms(value: Option<f64>) -> Result<Option<Duration>> {
     match value {
         None => Ok(None),

@@ -3,6 +3,7 @@
 //! Messages never contain credentials.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Stable, machine-readable error categories (`error.code` in JS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,20 +87,47 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// An error of the provider: a code plus a human message.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
+/// An error of the provider: a code plus a human message, and the error it
+/// comes from where there is one (`std::error::Error::source`).
+///
+/// The binding passes on `code` and `message` only. A source is kept only
+/// where the message already shows its text (a Kubernetes API answer, an
+/// I/O or JSON error): causes left out of a message on purpose (credential
+/// plugins, unparsable kubeconfigs, redacted transport errors) are not kept
+/// either, so walking the chain shows nothing the message hides.
+#[derive(Debug, Clone)]
 pub struct Error {
     /// The stable category.
     pub code: ErrorCode,
     /// What went wrong and, where possible, how to fix it.
     pub message: String,
+    /// The cause (see above); an `Arc` so the error stays `Clone`.
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// By hand rather than thiserror's `#[source]`, which would hand out the
+/// `Arc` itself as the source, so `downcast_ref` to the cause's type fails.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl Error {
     /// An error with the given code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Error { code, message: message.into() }
+        Error { code, message: message.into(), source: None }
+    }
+    /// This error, caused by `source` (whose text the message shows).
+    pub(crate) fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
     /// `ErrorCode::Config`.
     pub fn config(message: impl Into<String>) -> Self {
@@ -119,7 +147,7 @@ impl Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// ` at line L, column C` for a parse error's position, or nothing.
-pub fn position(line_column: Option<(u64, u64)>) -> String {
+pub(crate) fn position(line_column: Option<(u64, u64)>) -> String {
     line_column.map(|(line, column)| format!(" at line {line}, column {column}")).unwrap_or_default()
 }
 
@@ -128,14 +156,14 @@ const LONG_WORD: usize = 160;
 
 /// `value` quoted as `{:?}` does, with a long middle left out, so a 4 KiB
 /// path in a message does not push its reason out of sight.
-pub fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     shorten(&format!("{value:?}"))
 }
 
 /// `text` with every run of more than 160 non-whitespace characters cut to
 /// its first 80 and last 40 (the rest counted), for messages that echo user
 /// paths or a tool's stderr.
-pub fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(4096));
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {

@@ -158,10 +158,10 @@ impl Provider {
     }
 
     /// What a connected sandbox `id` reports on each call (see
-    /// [`Parts::activity`]), building the client if needed. A test seam: the
-    /// sandboxes `connect` returns report by themselves.
-    #[doc(hidden)]
-    pub async fn report_activity(&self, id: &str) -> Result<()> {
+    /// [`Parts::activity`]), building the client if needed. A test seam
+    /// (`testing::report_activity`): the sandboxes `connect` returns report
+    /// by themselves.
+    pub(crate) async fn report_activity(&self, id: &str) -> Result<()> {
         Parts::activity(self.parts().await?).report(id);
         Ok(())
     }

@@ -44,16 +44,16 @@ pub struct Sandbox {
 /// be cheap and must not block (the provider's checks a throttle and, at
 /// most about once a minute per sandbox, spawns a patch).
 #[derive(Clone)]
-pub struct Activity(Arc<dyn Fn(&str) + Send + Sync>);
+pub(crate) struct Activity(Arc<dyn Fn(&str) + Send + Sync>);
 
 impl Activity {
     /// Calls `report` with the sandbox's id on each call.
-    pub fn new(report: impl Fn(&str) + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(report: impl Fn(&str) + Send + Sync + 'static) -> Self {
         Activity(Arc::new(report))
     }
 
     /// Reports a call on sandbox `id`.
-    pub fn report(&self, id: &str) {
+    pub(crate) fn report(&self, id: &str) {
         (self.0)(id)
     }
 }
@@ -74,7 +74,7 @@ impl std::fmt::Debug for Activity {
 impl Sandbox {
     /// A sandbox running commands in `target`; `cwd` (absolute) is where
     /// commands run unless they say otherwise; `limits` bound every call.
-    pub fn new(engine: ExecEngine, target: ExecTarget, cwd: String, limits: Limits) -> Self {
+    pub(crate) fn new(engine: ExecEngine, target: ExecTarget, cwd: String, limits: Limits) -> Self {
         Sandbox {
             engine,
             target,
@@ -88,7 +88,7 @@ impl Sandbox {
     }
 
     /// The same sandbox known as `id`, reporting each call to `activity`.
-    pub fn with_activity(mut self, id: &str, activity: Activity) -> Self {
+    pub(crate) fn with_activity(mut self, id: &str, activity: Activity) -> Self {
         self.id = id.to_owned();
         self.activity = activity;
         self
@@ -96,12 +96,12 @@ impl Sandbox {
 
     /// The same sandbox reachable in the cluster through the Service
     /// `service_fqdn` (the Sandbox's `status.serviceFQDN`).
-    pub fn with_service(mut self, service_fqdn: Option<String>) -> Self {
+    pub(crate) fn with_service(mut self, service_fqdn: Option<String>) -> Self {
         self.service = service_fqdn;
         self
     }
 
-    /// The in-cluster URL of `port` (see [`ports::service_url`]).
+    /// The in-cluster URL of `port` (see `ports::service_url`).
     pub fn url(&self, port: u16) -> Result<ServiceUrl> {
         ports::service_url(&self.target.pod, self.service.as_deref(), port)
     }
@@ -280,7 +280,7 @@ impl Sandbox {
         files::exists(&self.engine, &self.target, &self.call(call), &self.resolve(path)).await
     }
 
-    /// See [`ports::listening_ports`].
+    /// See `ports::listening_ports`.
     pub async fn listening_ports(&self, call: Call) -> Result<Vec<ListeningPort>> {
         ports::listening_ports(&self.engine, &self.target, &self.call(call)).await
     }
@@ -298,14 +298,14 @@ impl Sandbox {
         files::remove(&self.engine, &self.target, &self.call(call), &self.resolve(path), options).await
     }
 
-    /// See [`usage::usage`]; disk figures of the filesystem holding cwd.
+    /// See `usage::usage`; disk figures of the filesystem holding cwd.
     pub async fn usage(&self, sample: Option<Duration>, call: Call) -> Result<Usage> {
         usage::usage(&self.engine, &self.target, &self.call(call), &self.cwd, sample).await
     }
 }
 
 impl Sandbox {
-    /// See [`transfer::download`]; `path` resolved as for files. No call
+    /// See `transfer::download`; `path` resolved as for files. No call
     /// timeout: a transfer lasts as long as its tree; `cancel` stops it.
     pub async fn download(
         &self,
@@ -319,7 +319,7 @@ impl Sandbox {
         transfer::download(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, out).await
     }
 
-    /// See [`transfer::download_to`].
+    /// See `transfer::download_to`.
     pub async fn download_to(
         &self,
         path: &str,
@@ -332,7 +332,7 @@ impl Sandbox {
         transfer::download_to(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, to).await
     }
 
-    /// See [`transfer::upload`]; `dir` resolved as for files.
+    /// See `transfer::upload`; `dir` resolved as for files.
     pub async fn upload(
         &self,
         source: transfer::Source,

@@ -13,16 +13,16 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The environment variable that switches tracing on (`debug`).
-pub const VARIABLE: &str = "AGENT_SANDBOX_LOG";
+pub(crate) const VARIABLE: &str = "AGENT_SANDBOX_LOG";
 
 /// Whether tracing is on.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var(VARIABLE).is_ok_and(|v| matches!(v.as_str(), "debug" | "trace" | "1")))
 }
 
 /// Writes one line (use [`trace!`](crate::trace!)).
-pub fn line(args: fmt::Arguments<'_>) {
+pub(crate) fn line(args: fmt::Arguments<'_>) {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
     let _ = writeln!(std::io::stderr().lock(), "[agent-sandbox {}.{:03}] {args}", ms / 1000, ms % 1000);
 }

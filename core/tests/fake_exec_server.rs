@@ -11,9 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use sandbox_core::client::informer::{ApiSource, Informer};
-use sandbox_core::exec::{ExecEngine, ExecRequest, ExecTarget, Liveness, PodExecRuntime};
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::informer::{ApiSource, Informer};
+use sandbox_core::testing::{ExecEngine, ExecTarget, Liveness, PodExecRuntime};
+use sandbox_core::{ErrorCode, ExecRequest};
 use tokio::io::DuplexStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};

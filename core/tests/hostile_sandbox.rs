@@ -14,11 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{alive, target, LocalRuntime};
-use sandbox_core::args::ByteRange;
-use sandbox_core::exec::{Call, ExecEngine, ExecRequest};
-use sandbox_core::files;
-use sandbox_core::process::{self, Kill, SpawnRequest};
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::{files, process, ExecEngine};
+use sandbox_core::{ByteRange, Call, ErrorCode, ExecRequest, Kill, SpawnRequest};
 use tokio_util::sync::CancellationToken;
 
 const SHELLS: [&[&str]; 2] = [&["/bin/sh"], &["bash", "--posix"]];

@@ -21,10 +21,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("args", &["error"]),
     ("error", &[]),
     ("trace", &[]),
+    ("sync", &[]),
 ];
 
 /// Modules every module may use.
-const EVERYWHERE: &[&str] = &["trace"];
+const EVERYWHERE: &[&str] = &["trace", "sync"];
 
 /// Every `crate::<module>` named in code (not comments) under `path`.
 fn uses(path: &Path, found: &mut BTreeSet<String>) {

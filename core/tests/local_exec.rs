@@ -9,8 +9,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{alive, local_engine, target, wait_gone, wait_until, HANG};
-use sandbox_core::exec::ExecRequest;
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::ExecEngine;
+use sandbox_core::{ErrorCode, ExecRequest};
 
 fn request(command: &str, cwd: &str) -> ExecRequest {
     ExecRequest::new(command, cwd)
@@ -181,7 +181,7 @@ async fn stdin_reaches_eof_and_unread_stdin_does_not_hang() {
 #[tokio::test]
 async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_children() {
     let dir = common::scratch("sweep");
-    let a = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
+    let a = ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     let cwd = dir.to_str().unwrap().to_owned();
     // A finished exec of A that left a child running on purpose.
     let r = a.exec(target(), request("sleep 60 & echo $!", &cwd)).await.unwrap();
@@ -197,7 +197,7 @@ async fn the_sweep_kills_what_another_engine_left_running_but_not_finished_runs_
     assert!(before >= 1);
     let crashed = sleepers(&dir);
 
-    let b = sandbox_core::exec::ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
+    let b = ExecEngine::with_runtime(Box::new(common::LocalRuntime::new(&dir)), 8);
     b.sweep_orphans(target()).await.unwrap();
     // Signalled by the sweep, gone once scheduled; a survivor waits out the bound.
     wait_gone(&crashed).await;

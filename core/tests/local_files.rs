@@ -9,13 +9,12 @@
 mod common;
 
 use common::{local_engine, target};
-use sandbox_core::args::ByteRange;
+use sandbox_core::ByteRange;
 use std::os::unix::fs::PermissionsExt;
 
 use bytes::Bytes;
-use sandbox_core::exec::{Call, ExecEngine};
-use sandbox_core::files::{self, RemoveOptions};
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::{files, ExecEngine};
+use sandbox_core::{Call, ErrorCode, RemoveOptions};
 
 async fn read(
     engine: &ExecEngine,

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{alive, cuttable_engine, local_engine, target};
-use sandbox_core::exec::{Call, ExecEngine, ExecRequest, Stream};
-use sandbox_core::process::{self, Kill, ProcessChunk, SpawnRequest, SpawnStdin};
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::{process, ExecEngine};
+use sandbox_core::{Call, ErrorCode, ExecRequest, Kill, ProcessChunk, ProcessExit, SpawnRequest, SpawnStdin, Stream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,7 @@ async fn follow_all(
     engine: &ExecEngine,
     id: &str,
     after: Option<u64>,
-) -> (String, String, Vec<ProcessChunk>, process::ProcessExit) {
+) -> (String, String, Vec<ProcessChunk>, ProcessExit) {
     let (tx, mut rx) = mpsc::channel(16);
     let collect = async {
         let mut chunks = Vec::new();
@@ -371,7 +370,7 @@ async fn polling_in_a_loop_costs_a_few_execs_not_one_each() {
     let runs = runtime.runs();
     let engine = ExecEngine::with_runtime(Box::new(runtime), 16);
     let sandbox =
-        sandbox_core::Sandbox::new(engine, target().clone(), dir.to_str().unwrap().to_owned(), Default::default());
+        sandbox_core::testing::sandbox(engine, target().clone(), dir.to_str().unwrap().to_owned(), Default::default());
     let p = sandbox
         .spawn(spawn_req("for i in $(seq 1 30); do echo $i; sleep 0.1; done; exit 3", &dir), Call::default())
         .await

@@ -5,7 +5,7 @@
 //! checks by running them; `shell_scripts.rs` lints both.
 
 #[path = "../build/shell.rs"]
-#[allow(dead_code)]
+#[allow(dead_code)] // this test uses part of the build script's module
 mod shell;
 
 use std::path::Path;

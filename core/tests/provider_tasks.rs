@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::time::timeout;
 
 fn provider(options: serde_json::Value) -> Provider {
-    Provider::new(sandbox_core::config::parse(&options).unwrap(), None)
+    Provider::new(sandbox_core::parse_config(&options).unwrap(), None)
 }
 
 #[tokio::test]
@@ -59,7 +59,7 @@ async fn a_dropped_provider_ends_its_background_touches() {
         "kubeConfig": { "server": server, "token": "t", "insecureSkipTlsVerify": true },
     });
     let provider = provider(options);
-    provider.report_activity("ns/sandbox-a").await.unwrap();
+    sandbox_core::testing::report_activity(&provider, "ns/sandbox-a").await.unwrap();
     let (mut socket, _) =
         timeout(Duration::from_secs(10), listener.accept()).await.expect("the touch never connected").unwrap();
     assert_eq!(provider.background_tasks(), 1);

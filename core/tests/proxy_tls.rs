@@ -29,9 +29,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection, StreamOwned};
-use sandbox_core::client::{api_error, connect, Action};
-use sandbox_core::config::KubeConfigSource;
-use sandbox_core::ErrorCode;
+use sandbox_core::testing::{api_error, connect, Action, KubeConfigSource};
+use sandbox_core::{lock, ErrorCode};
 
 /// Set in the child process that runs a test with other system roots.
 const CHILD: &str = "SANDBOX_CORE_PROXY_TLS_CHILD";
@@ -98,7 +97,7 @@ fn tls_proxy() -> (u16, Arc<Mutex<Vec<Seen>>>) {
                 tls.conn.send_close_notify();
                 let _ = tls.flush();
             }
-            log.lock().unwrap().push(seen);
+            lock(&log).push(seen);
         }
     });
     (port, seen)
@@ -147,7 +146,7 @@ async fn get_through(port: u16) -> sandbox_core::Error {
 /// timeout.
 fn recorded(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
     for _ in 0..200 {
-        let now = seen.lock().unwrap().clone();
+        let now = lock(seen).clone();
         if !now.is_empty() {
             return now;
         }

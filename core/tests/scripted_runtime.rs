@@ -12,12 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use sandbox_core::exec::trailer::needle;
-use sandbox_core::exec::wrapper::WRAPPER;
-use sandbox_core::exec::{
-    kill, Completion, ExecEngine, ExecRequest, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream,
-};
-use sandbox_core::{Error, ErrorCode, Result};
+use sandbox_core::testing::trailer::needle;
+use sandbox_core::testing::wrapper::WRAPPER;
+use sandbox_core::testing::{kill, Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin};
+use sandbox_core::{lock, Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
@@ -53,7 +51,7 @@ impl Scripted {
     }
 
     fn kills(&self) -> Vec<String> {
-        self.kills.lock().unwrap().clone()
+        lock(&self.kills).clone()
     }
 }
 
@@ -79,7 +77,7 @@ impl Runtime for Handle {
                 }
             };
             if argv[2] == kill::KILL {
-                script.kills.lock().unwrap().extend(argv[6..].iter().cloned());
+                lock(&script.kills).extend(argv[6..].iter().cloned());
                 script.killed.notify_waiters();
                 return Ok(Completion::Exited(0));
             }

@@ -9,7 +9,7 @@
 //! one: `scripts/lib/shellcheck.sh`), else `shellcheck` on PATH.
 
 #[path = "../build/shell.rs"]
-#[allow(dead_code)]
+#[allow(dead_code)] // this test uses part of the build script's module
 mod shell;
 
 use std::collections::BTreeSet;

@@ -7,10 +7,9 @@
 //! the wrapper's stdin instead. `cargo test --test wire_sizes -- --nocapture`
 //! prints the table.
 
-use sandbox_core::exec::trailer::MAX_TRAILER;
-use sandbox_core::exec::wrapper::{self, CommandStdin, ScriptCommand, INLINE_COMMAND_MAX};
-use sandbox_core::process;
-use sandbox_core::process::stream::MAX_CAP;
+use sandbox_core::testing::process::{self, MAX_CAP};
+use sandbox_core::testing::trailer::MAX_TRAILER;
+use sandbox_core::testing::wrapper::{self, CommandStdin, ScriptCommand, INLINE_COMMAND_MAX};
 
 mod sent_scripts;
 

@@ -40,9 +40,9 @@ impl Action<'_> {
 /// a credential that cannot be obtained (a failing exec plugin) → `config`.
 pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
     let what = action.describe();
-    match err {
+    match &err {
         kube::Error::Api(status) => {
-            let msg = status.message.clone();
+            let msg = &status.message;
             let (code, text) = match status.code {
                 404 => (ErrorCode::NotFound, format!("{what}: not found ({msg})")),
                 403 => (
@@ -61,18 +61,26 @@ pub fn api_error(err: kube::Error, action: Action<'_>) -> Error {
                 408 | 504 => (ErrorCode::Timeout, format!("{what}: timed out on the API server ({msg})")),
                 _ => (ErrorCode::Unavailable, format!("{what}: API server answered {} ({msg})", status.code)),
             };
-            Error::new(code, text)
+            Error::new(code, text).with_source(err)
         }
+        // Neither keeps `err`: its text is what the message leaves out (a
+        // credential plugin's output; a transport error before `redact`).
         kube::Error::Auth(e) => {
-            Error::config(format!("{what}: authentication failed: {}", credential_message(&e, None)))
+            Error::config(format!("{what}: authentication failed: {}", credential_message(e, None)))
         }
-        kube::Error::SerdeError(e) => Error::internal(format!("{what}: unexpected response: {e}")),
-        kube::Error::BuildRequest(e) => Error::invalid_request(format!("{what}: {e}")),
-        other => match credential_failure(&other) {
+        kube::Error::SerdeError(e) => {
+            let text = format!("{what}: unexpected response: {e}");
+            Error::internal(text).with_source(err)
+        }
+        kube::Error::BuildRequest(e) => {
+            let text = format!("{what}: {e}");
+            Error::invalid_request(text).with_source(err)
+        }
+        other => match credential_failure(other) {
             Some(why) => Error::config(format!("{what}: authentication failed: {why}")),
             None => Error::new(
                 ErrorCode::Unavailable,
-                format!("{what}: the API server could not be reached: {}", redact(&with_causes(&other))),
+                format!("{what}: the API server could not be reached: {}", redact(&with_causes(other))),
             ),
         },
     }
@@ -192,7 +200,7 @@ pub(crate) fn describe(err: &kube::Error, plugin: Option<&str>) -> String {
 /// a quoted string), as YAML (`token: …` at the start of a line or after
 /// `{`, `,` or `- `), as an environment assignment (`VAULT_TOKEN="…"`) or
 /// as a command-line flag (`--client-secret …`, `--token=…`).
-pub fn redact(message: &str) -> String {
+pub(crate) fn redact(message: &str) -> String {
     let text = redact_userinfo(message);
     let text = redact_after(&text, "Bearer ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
     let text = redact_after(&text, "Basic ", |s| s.find(char::is_whitespace).unwrap_or(s.len()));
@@ -544,6 +552,8 @@ mod tests {
         }
         let e = api_error(kube::Error::Auth(exited(1, "s3cr3t", "")), action);
         assert!(e.code == ErrorCode::Config && !e.message.contains("s3cr3t"), "{}", e.message);
+        // Nor does the cause chain: a credential error keeps no source.
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]
@@ -555,5 +565,7 @@ mod tests {
         );
         assert_eq!(e.code, ErrorCode::Forbidden);
         assert!(e.message.contains("create sandboxclaims"), "{}", e.message);
+        let source = std::error::Error::source(&e).expect("the API answer is kept as the source");
+        assert!(matches!(source.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 403));
     }
 }

@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -45,7 +45,7 @@ use super::{api_error, Action};
 use crate::error::{Error, Result};
 
 /// How long an informer nobody uses keeps its watch.
-pub const IDLE_STOP: Duration = Duration::from_secs(300);
+pub(crate) const IDLE_STOP: Duration = Duration::from_secs(300);
 /// How often a running informer checks whether it is idle.
 const IDLE_CHECK: Duration = Duration::from_secs(5);
 /// How long a waiter trusts a GET that found an object the live cache lacks
@@ -58,13 +58,13 @@ const MIN_RETRY: Duration = Duration::from_secs(1);
 
 /// The latest state of one object: `Some` while it exists, `None` once it
 /// is absent (never created, or deleted).
-pub type Latest<K> = Option<K>;
+pub(crate) type Latest<K> = Option<K>;
 
 /// Where an informer's events and point reads come from: the API server
 /// ([`ApiSource`]), or a script in tests.
 pub trait Source<K>: Send + Sync + 'static {
     /// A new watch: `Init`, the listed objects, `InitDone`, then changes.
-    /// Errors are the core's (see [`watch_error`]).
+    /// Errors are the core's (see `watch_error`).
     fn events(&self) -> BoxStream<'static, Result<Event<K>>>;
     /// GET of one object; 404 → `None`.
     fn get(&self, name: &str) -> BoxFuture<'static, Result<Option<K>>>;
@@ -139,7 +139,7 @@ where
 }
 
 /// A watch error as the core's error, naming the verb that failed.
-pub fn watch_error(e: watcher::Error, resource: &'static str, name: Option<&str>, namespace: &str) -> Error {
+pub(crate) fn watch_error(e: watcher::Error, resource: &'static str, name: Option<&str>, namespace: &str) -> Error {
     let action = Action { verb: "watch", resource, name, namespace };
     match e {
         watcher::Error::InitialListFailed(k) => api_error(k, Action { verb: "list", ..action }),
@@ -336,10 +336,9 @@ impl<K> Shared<K>
 where
     K: Resource + Clone + Debug + Send + Sync + 'static,
 {
-    /// The state; its critical sections are map updates only, so a panic
-    /// inside one cannot leave it inconsistent and a poisoned lock is used on.
+    /// The state (map updates only under the lock: `crate::sync`).
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.state)
     }
 
     /// Marks a use, starting the watch task if none runs (under the lock, so
@@ -695,14 +694,14 @@ mod tests {
         /// Queues a watch; returns its sender (events for it).
         fn watch(&self) -> Events {
             let (tx, rx) = mpsc::unbounded_channel();
-            self.watches.lock().unwrap().push(rx);
+            crate::sync::lock(&self.watches).push(rx);
             tx
         }
     }
 
     impl Source<Pod> for Script {
         fn events(&self) -> BoxStream<'static, Result<Event<Pod>>> {
-            let mut watches = self.watches.lock().unwrap();
+            let mut watches = crate::sync::lock(&self.watches);
             if watches.is_empty() {
                 return stream::pending().boxed();
             }
@@ -711,7 +710,7 @@ mod tests {
         }
         fn get(&self, name: &str) -> BoxFuture<'static, Result<Option<Pod>>> {
             self.gets.fetch_add(1, Ordering::SeqCst);
-            let found = self.objects.lock().unwrap().get(name).cloned();
+            let found = crate::sync::lock(&self.objects).get(name).cloned();
             async move { Ok(found) }.boxed()
         }
         fn watch_one(&self, _name: &str) -> BoxStream<'static, Result<Latest<Pod>>> {
@@ -864,7 +863,7 @@ mod tests {
         list(&first, &[pod("gone", "u1", "1")]);
         assert_eq!(rv(next(&mut gone).await).as_deref(), Some("1"));
         // "created" was made after the list's snapshot: the GET finds it.
-        script.objects.lock().unwrap().insert("created".into(), pod("created", "u2", "2"));
+        crate::sync::lock(&script.objects).insert("created".into(), pod("created", "u2", "2"));
         assert_eq!(rv(next(&mut created).await).as_deref(), Some("2"));
         // "gone" was deleted during an outage: absent from the next list.
         first.send(Err(unavailable())).unwrap();

@@ -24,26 +24,26 @@ use crate::error::{Error, Result};
 
 /// A proxy to tunnel through.
 #[derive(Clone, Debug)]
-pub struct Proxy(Intercept);
+pub(crate) struct Proxy(Intercept);
 
 impl Proxy {
     /// The proxy's URL (with user info, if it has any).
-    pub fn uri(&self) -> &Uri {
+    pub(crate) fn uri(&self) -> &Uri {
         self.0.uri()
     }
 
     /// `Proxy-Authorization` for HTTP proxies.
-    pub fn basic_auth(&self) -> Option<&http::HeaderValue> {
+    pub(crate) fn basic_auth(&self) -> Option<&http::HeaderValue> {
         self.0.basic_auth()
     }
 
     /// User and password for SOCKS5.
-    pub fn raw_auth(&self) -> Option<(&str, &str)> {
+    pub(crate) fn raw_auth(&self) -> Option<(&str, &str)> {
         self.0.raw_auth()
     }
 
     /// `scheme://host:port`, without the user info, for messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         display(self.uri())
     }
 }
@@ -51,7 +51,11 @@ impl Proxy {
 /// The proxy for `server`: `explicit` (a kubeconfig `proxy-url`), else the
 /// environment's through `env`, which reads a variable. `None`: connect
 /// directly.
-pub fn choose(explicit: Option<&str>, server: &Uri, env: impl Fn(&str) -> Option<String>) -> Result<Option<Proxy>> {
+pub(crate) fn choose(
+    explicit: Option<&str>,
+    server: &Uri,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Proxy>> {
     if let Some(url) = explicit.filter(|u| !u.trim().is_empty()) {
         check_scheme(url, "the kubeconfig's proxy-url")?;
         let matcher = Matcher::builder().all(url.to_owned()).build();

@@ -4,8 +4,9 @@
 //! Every attempt counts, retries included.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::sync::lock;
 use http::{Method, Uri};
 
 /// The counts of one client (cheap to clone; clones share the counts).
@@ -19,13 +20,13 @@ impl Requests {
     pub fn record(&self, method: &Method, uri: &Uri) {
         let key = classify(method, uri);
         crate::trace!("api: {key}");
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = lock(&self.counts);
         *counts.entry(key).or_default() += 1;
     }
 
     /// `"verb resource"` → requests so far.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
-        self.counts.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        lock(&self.counts).clone()
     }
 }
 
@@ -34,7 +35,7 @@ impl Requests {
 /// `deletecollection`) plus `exec` for the pods/exec upgrade, and the
 /// resource as RBAC names it (`plural` or `plural/subresource`). Names and
 /// namespaces are left out: they say which object, not what it cost.
-pub fn classify(method: &Method, uri: &Uri) -> String {
+pub(crate) fn classify(method: &Method, uri: &Uri) -> String {
     let segments: Vec<&str> = uri.path().trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     // /api/v1/... or /apis/<group>/<version>/...
     let skip = match segments.first() {

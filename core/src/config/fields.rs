@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 
 /// A JSON object being read; tracks which keys were consumed.
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     path: String,
     map: &'a Map<String, Value>,
     seen: BTreeSet<&'static str>,
@@ -17,7 +17,7 @@ pub struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     /// Reads `value` as the object named `path` ("" for the top level).
-    pub fn new(path: &str, value: &'a Value) -> Result<Self> {
+    pub(crate) fn new(path: &str, value: &'a Value) -> Result<Self> {
         match value {
             Value::Object(map) => Ok(Fields { path: path.to_string(), map, seen: BTreeSet::new() }),
             other => Err(Error::config(format!(
@@ -29,7 +29,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The full dotted name of `key` for messages.
-    pub fn name(&self, key: &str) -> String {
+    pub(crate) fn name(&self, key: &str) -> String {
         if self.path.is_empty() {
             key.to_string()
         } else {
@@ -38,18 +38,18 @@ impl<'a> Fields<'a> {
     }
 
     /// A config error about option `key`.
-    pub fn error(&self, key: &str, reason: impl std::fmt::Display) -> Error {
+    pub(crate) fn error(&self, key: &str, reason: impl std::fmt::Display) -> Error {
         Error::config(format!("option `{}`: {reason}", self.name(key)))
     }
 
     /// The raw value of `key`; `null` counts as absent (JS `undefined`).
-    pub fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
+    pub(crate) fn raw(&mut self, key: &'static str) -> Option<&'a Value> {
         self.seen.insert(key);
         self.map.get(key).filter(|v| !v.is_null())
     }
 
     /// `key` deserialized as `T`, or `None` when absent.
-    pub fn get<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<Option<T>> {
+    pub(crate) fn get<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<Option<T>> {
         match self.raw(key) {
             None => Ok(None),
             Some(v) => serde_json::from_value(v.clone())
@@ -59,7 +59,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A non-empty string option.
-    pub fn string(&mut self, key: &'static str) -> Result<Option<String>> {
+    pub(crate) fn string(&mut self, key: &'static str) -> Result<Option<String>> {
         match self.get::<String>(key)? {
             Some(s) if s.trim().is_empty() => Err(self.error(key, "must not be empty")),
             other => Ok(other),
@@ -67,7 +67,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A positive integer option no larger than `max`.
-    pub fn positive_int(&mut self, key: &'static str, max: u64) -> Result<Option<u64>> {
+    pub(crate) fn positive_int(&mut self, key: &'static str, max: u64) -> Result<Option<u64>> {
         let Some(v) = self.raw(key) else { return Ok(None) };
         match v.as_u64() {
             Some(n) if n >= 1 && n <= max => Ok(Some(n)),
@@ -77,7 +77,7 @@ impl<'a> Fields<'a> {
 
     /// A `Record<string, string>` option, each key checked with `check_key`
     /// and each value with `check_value`.
-    pub fn string_map(
+    pub(crate) fn string_map(
         &mut self,
         key: &'static str,
         check_key: fn(&str) -> Result<(), String>,
@@ -100,13 +100,13 @@ impl<'a> Fields<'a> {
     }
 
     /// A nested object option.
-    pub fn object(&mut self, key: &'static str) -> Result<Option<Fields<'a>>> {
+    pub(crate) fn object(&mut self, key: &'static str) -> Result<Option<Fields<'a>>> {
         let name = self.name(key);
         self.raw(key).map(|v| Fields::new(&name, v)).transpose()
     }
 
     /// Fails if the object has keys that were never read.
-    pub fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         let unknown: Vec<&String> = self.map.keys().filter(|k| !self.seen.contains(k.as_str())).collect();
         if let Some(k) = unknown.first() {
             // `__test…` options are test seams, not named to users.
@@ -123,7 +123,7 @@ impl<'a> Fields<'a> {
 
 /// A short description of a JSON value's type for messages (never the value,
 /// which could be a secret).
-pub fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -155,7 +155,7 @@ fn without_values(message: &str) -> String {
 }
 
 /// Accepts anything (for maps whose keys or values need no check).
-pub fn any(_: &str) -> Result<(), String> {
+pub(crate) fn any(_: &str) -> Result<(), String> {
     Ok(())
 }
 

@@ -80,7 +80,7 @@ impl fmt::Debug for TokenSource {
 }
 
 /// Parses the `kubeConfig` option (absent → [`KubeConfigSource::Default`]).
-pub fn parse(value: Option<&Value>) -> Result<KubeConfigSource> {
+pub(crate) fn parse(value: Option<&Value>) -> Result<KubeConfigSource> {
     match value {
         None => Ok(KubeConfigSource::Default),
         Some(Value::String(s)) => parse_string(s),

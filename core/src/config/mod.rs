@@ -4,9 +4,9 @@
 //! mistakes surface when the provider is constructed, not at the first create.
 
 mod fields;
-pub mod kubeconfig;
+pub(crate) mod kubeconfig;
 mod modes;
-pub mod validate;
+pub(crate) mod validate;
 
 use std::time::Duration;
 
@@ -15,26 +15,27 @@ use serde_json::Value;
 use crate::args::Limits;
 use crate::error::{Error, Result};
 use fields::{kind, Fields};
-pub use kubeconfig::{KubeConfigSource, ServerConfig, TokenSource};
-pub use modes::{DirectMode, Mode, SecurityProfile, VolumeOptions, WarmPoolMode, VOLUME_NAME};
+pub use kubeconfig::KubeConfigSource;
+pub(crate) use kubeconfig::{ServerConfig, TokenSource};
+pub(crate) use modes::{DirectMode, Mode, SecurityProfile, WarmPoolMode, VOLUME_NAME};
 
 /// Default provider name: persisted by Rivet next to the sandbox id, so it
 /// must stay stable.
-pub const DEFAULT_NAME: &str = "agent-sandbox";
+pub(crate) const DEFAULT_NAME: &str = "agent-sandbox";
 /// Default working directory inside the sandbox.
-pub const DEFAULT_CWD: &str = "/workspace";
+pub(crate) const DEFAULT_CWD: &str = "/workspace";
 /// Default readiness timeout (a cold start with an image pull can take minutes).
-pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default cap on concurrent execs per provider (pods/exec bypasses API
 /// priority and fairness, so we cap it ourselves).
-pub const DEFAULT_MAX_CONCURRENT_EXECS: usize = 32;
+pub(crate) const DEFAULT_MAX_CONCURRENT_EXECS: usize = 32;
 /// Default share of those one sandbox may use at once, so one sandbox's
 /// never-ending calls cannot hold every slot of the worker.
-pub const DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX: usize = 8;
+pub(crate) const DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX: usize = 8;
 
 /// What `suspend()` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SuspendPolicy {
+pub(crate) enum SuspendPolicy {
     /// Delete the pod (`operatingMode: Suspended`); only the persistent volume
     /// at `cwd` survives.
     Pod,
@@ -48,35 +49,35 @@ pub struct ProviderConfig {
     /// Provider name (`provider.name`).
     pub name: String,
     /// Namespace; `None` = from the kubeconfig context (or "default").
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// Working directory inside the sandbox.
     pub cwd: String,
     /// Container to exec into; `None` = the pod's first container.
-    pub container: Option<String>,
+    pub(crate) container: Option<String>,
     /// How long connect waits for readiness (and suspend/destroy for completion).
-    pub ready_timeout: Duration,
+    pub(crate) ready_timeout: Duration,
     /// What suspend does.
-    pub suspend: SuspendPolicy,
+    pub(crate) suspend: SuspendPolicy,
     /// Inactivity backstop: the sandbox is deleted this long after the last
     /// connect/exec.
-    pub ttl: Option<Duration>,
+    pub(crate) ttl: Option<Duration>,
     /// How often activity may move the TTL at most, instead of
     /// min(ttl / 4, 60 s): a test seam, the hidden option `__testTtlRefreshMs`
     /// (not in index.d.ts, not in the list of known options).
-    pub ttl_refresh_interval: Option<Duration>,
+    pub(crate) ttl_refresh_interval: Option<Duration>,
     /// Where credentials come from.
-    pub kube_config: KubeConfigSource,
+    pub(crate) kube_config: KubeConfigSource,
     /// Concurrent exec cap.
-    pub max_concurrent_execs: usize,
+    pub(crate) max_concurrent_execs: usize,
     /// Concurrent execs of one sandbox (at most `max_concurrent_execs`).
-    pub max_concurrent_execs_per_sandbox: usize,
+    pub(crate) max_concurrent_execs_per_sandbox: usize,
     /// What one call may ask of a sandbox (`callTimeoutMs`, `limits`).
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Commands also travel in the exec URL, for the API server's audit log
     /// (`commandsInAuditLog`; env values never do).
-    pub commands_in_audit_log: bool,
+    pub(crate) commands_in_audit_log: bool,
     /// Warm pool or direct.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
 }
 
 /// Parses and validates the options object.
@@ -167,7 +168,7 @@ fn parse_limits(f: &mut Fields<'_>) -> Result<Limits> {
 
 /// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a
 /// minute, so anything shorter could expire an active sandbox.
-pub const MIN_TTL: Duration = Duration::from_secs(120);
+pub(crate) const MIN_TTL: Duration = Duration::from_secs(120);
 
 fn parse_mode(f: &mut Fields<'_>, cwd: &str, suspend: SuspendPolicy) -> Result<Mode> {
     let pool = f.string("warmPool")?;

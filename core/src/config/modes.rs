@@ -12,7 +12,7 @@ use crate::error::Result;
 
 /// How sandboxes are provisioned.
 #[derive(Debug, Clone)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// A SandboxClaim against a SandboxWarmPool.
     WarmPool(WarmPoolMode),
     /// A Sandbox object built from [`DirectMode`].
@@ -21,7 +21,7 @@ pub enum Mode {
 
 /// `warmPool` + `claim` options.
 #[derive(Clone)]
-pub struct WarmPoolMode {
+pub(crate) struct WarmPoolMode {
     /// SandboxWarmPool name (`spec.warmPoolRef.name` of the claim).
     pub pool: String,
     /// Labels on the claim object.
@@ -43,7 +43,7 @@ pub struct WarmPoolMode {
 
 /// `sandbox` options: the pod of a directly created Sandbox.
 #[derive(Clone)]
-pub struct DirectMode {
+pub(crate) struct DirectMode {
     /// Container image.
     pub image: String,
     /// Requests = limits for cpu, memory, ephemeral-storage.
@@ -74,7 +74,7 @@ pub struct DirectMode {
 /// pod meets. Both keep the API token unmounted, service links off,
 /// privilege escalation off and seccomp at the runtime's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecurityProfile {
+pub(crate) enum SecurityProfile {
     /// "restricted" (the default): non-root (uid/gid 1000, `fsGroup` 1000 so
     /// the volume at cwd stays writable), every capability dropped.
     Restricted,
@@ -86,7 +86,7 @@ pub enum SecurityProfile {
 
 /// `sandbox.volume`.
 #[derive(Debug, Clone)]
-pub struct VolumeOptions {
+pub(crate) struct VolumeOptions {
     /// PVC size, e.g. "10Gi".
     pub size: String,
     /// Mount path; defaults to the provider's `cwd`.
@@ -130,10 +130,10 @@ impl std::fmt::Debug for DirectMode {
 }
 
 /// The volume name used for `sandbox.volume` (PVC `workspace-<sandbox>`).
-pub const VOLUME_NAME: &str = "workspace";
+pub(crate) const VOLUME_NAME: &str = "workspace";
 
 /// Parses `claim` for warm-pool mode (`claim` absent → defaults).
-pub fn parse_warm_pool(pool: String, claim: Option<Fields<'_>>) -> Result<WarmPoolMode> {
+pub(crate) fn parse_warm_pool(pool: String, claim: Option<Fields<'_>>) -> Result<WarmPoolMode> {
     let mut mode = WarmPoolMode {
         pool,
         labels: BTreeMap::new(),
@@ -170,7 +170,7 @@ fn check_vct(vct: &Value) -> std::result::Result<(), String> {
 }
 
 /// Parses `sandbox` for direct mode; `cwd` is the default volume path.
-pub fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
+pub(crate) fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
     let image = s.string("image")?.ok_or_else(|| s.error("image", "is required in direct mode"))?;
     if image.chars().any(char::is_whitespace) {
         return Err(s.error("image", format!("{image:?} must not contain whitespace")));

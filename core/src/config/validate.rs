@@ -3,7 +3,7 @@
 
 /// A DNS-1123 label: at most 63 lower-case alphanumerics or '-', starting and
 /// ending with an alphanumeric (namespaces, container names).
-pub fn dns_label(s: &str) -> Result<(), String> {
+pub(crate) fn dns_label(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 63 {
         return Err(format!("{s:?} must be 1-63 characters long"));
     }
@@ -19,7 +19,7 @@ pub fn dns_label(s: &str) -> Result<(), String> {
 
 /// A DNS-1123 subdomain: dot-separated labels, at most 253 characters
 /// (object names such as warm pools, service accounts, storage classes).
-pub fn dns_subdomain(s: &str) -> Result<(), String> {
+pub(crate) fn dns_subdomain(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 253 {
         return Err(format!("{s:?} must be 1-253 characters long"));
     }
@@ -40,7 +40,7 @@ fn qualified_name_part(s: &str) -> bool {
 }
 
 /// A label or annotation key: `[prefix/]name` where prefix is a DNS subdomain.
-pub fn qualified_key(s: &str) -> Result<(), String> {
+pub(crate) fn qualified_key(s: &str) -> Result<(), String> {
     let (prefix, name) = match s.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, s),
@@ -57,7 +57,7 @@ pub fn qualified_key(s: &str) -> Result<(), String> {
 }
 
 /// A label value: empty, or a qualified-name part.
-pub fn label_value(s: &str) -> Result<(), String> {
+pub(crate) fn label_value(s: &str) -> Result<(), String> {
     if s.is_empty() || qualified_name_part(s) {
         Ok(())
     } else {
@@ -69,7 +69,7 @@ pub fn label_value(s: &str) -> Result<(), String> {
 
 /// An environment variable name: no '=' and non-empty, like Kubernetes; we
 /// also require the portable shell form so the variable is usable from `sh`.
-pub fn env_name(s: &str) -> Result<(), String> {
+pub(crate) fn env_name(s: &str) -> Result<(), String> {
     let first_ok = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
     if first_ok && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         Ok(())
@@ -80,7 +80,7 @@ pub fn env_name(s: &str) -> Result<(), String> {
 
 /// An absolute, normalized path inside the sandbox ("/workspace", not
 /// "workspace" or "/a/../b").
-pub fn absolute_path(s: &str) -> Result<(), String> {
+pub(crate) fn absolute_path(s: &str) -> Result<(), String> {
     if !s.starts_with('/') {
         return Err(format!("{s:?} must be an absolute path"));
     }
@@ -94,12 +94,12 @@ pub fn absolute_path(s: &str) -> Result<(), String> {
 }
 
 /// True when `path` is `dir` or inside it (both normalized absolute paths).
-pub fn path_within(path: &str, dir: &str) -> bool {
+pub(crate) fn path_within(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// A Kubernetes resource quantity such as "500m", "2", "1.5Gi", "1e3".
-pub fn quantity(s: &str) -> Result<(), String> {
+pub(crate) fn quantity(s: &str) -> Result<(), String> {
     let err = || format!("{s:?} is not a Kubernetes quantity (examples: \"500m\", \"2\", \"512Mi\", \"10Gi\")");
     let body = s.strip_prefix(['+', '-']).unwrap_or(s);
     let num_end = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());

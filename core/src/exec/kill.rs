@@ -19,22 +19,22 @@
 use super::wrapper::script_argv;
 
 /// Kills recorded runs: TERM, up to `$2` tenths of a second of grace, then
-/// KILL. `$1 = kill`: `$3…` are run ids (see [`kill_argv`]); `$1 = hangup`:
+/// KILL. `$1 = kill`: `$3…` are run ids (see `kill_argv`); `$1 = hangup`:
 /// the same with HUP first (a terminal's close); `$1 = signal`: `$2` is a
 /// signal name sent to the runs' trees, nothing more. `$1 = sweep`:
 /// `$3` is this engine's instance id, `$4` its next run counter, `$5…` its
 /// live run ids; every other record in the pod is removed, and the runs still
-/// going in them killed (see [`sweep_argv`]). The script,
+/// going in them killed (see `sweep_argv`). The script,
 /// `core/src/exec/sh/kill.sh` with the tree kill of `lib-kill.sh`, says how a
 /// forged record is kept from pointing the kill at another process.
 pub const KILL: &str = in_pod_script!("exec/sh/kill.sh");
 
 /// Grace between TERM and KILL, in the tenths of a second [`KILL`] counts.
-pub const KILL_GRACE_TENTHS: u32 = 20;
+pub(crate) const KILL_GRACE_TENTHS: u32 = 20;
 
 /// What a kill does to a run's tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KillMode {
+pub(crate) enum KillMode {
     /// TERM, the grace, KILL: the tree is gone after it.
     Terminate,
     /// HUP (what a terminal's hangup sends), the grace, KILL.
@@ -44,10 +44,10 @@ pub enum KillMode {
 }
 
 /// The signal names [`KillMode::Signal`] takes.
-pub const SIGNALS: &[&str] = &["HUP", "INT", "QUIT", "TERM", "KILL", "USR1", "USR2", "WINCH", "STOP", "CONT"];
+pub(crate) const SIGNALS: &[&str] = &["HUP", "INT", "QUIT", "TERM", "KILL", "USR1", "USR2", "WINCH", "STOP", "CONT"];
 
 /// `argv` killing the given runs (see [`KILL`]).
-pub fn kill_argv(run_ids: &[String], mode: KillMode) -> Vec<String> {
+pub(crate) fn kill_argv(run_ids: &[String], mode: KillMode) -> Vec<String> {
     let grace = KILL_GRACE_TENTHS.to_string();
     let (verb, second) = match mode {
         KillMode::Terminate => ("kill", grace),
@@ -60,7 +60,7 @@ pub fn kill_argv(run_ids: &[String], mode: KillMode) -> Vec<String> {
 }
 
 /// `argv` sweeping every record that is not a live run of this engine.
-pub fn sweep_argv(instance: &str, next_counter: u64, live: &[String]) -> Vec<String> {
+pub(crate) fn sweep_argv(instance: &str, next_counter: u64, live: &[String]) -> Vec<String> {
     let mut args =
         vec!["sweep".to_owned(), KILL_GRACE_TENTHS.to_string(), instance.to_owned(), next_counter.to_string()];
     args.extend(live.iter().cloned());

@@ -23,8 +23,8 @@
 //! environment escapes the kill.
 
 mod engine;
-pub mod kill;
-pub mod output;
+pub(crate) mod kill;
+pub(crate) mod output;
 mod permits;
 mod pod_liveness;
 mod portforward;
@@ -32,17 +32,19 @@ mod request;
 mod runs;
 mod runtime;
 mod sink;
-pub mod status;
-pub mod terminal;
-pub mod trailer;
+pub(crate) mod status;
+pub(crate) mod terminal;
+pub(crate) mod trailer;
 mod websocket;
-pub mod wrapper;
+pub(crate) mod wrapper;
 
 pub use engine::ExecEngine;
 pub(crate) use engine::{aborted, script_failed, script_status, Input, Program, RunOptions, Slots};
 pub use output::{OutputChunk, Stream};
-pub use request::{Call, ExecRequest, ExecResult, Exit, DEFAULT_MAX_OUTPUT_BYTES};
-pub use runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
+pub(crate) use request::Exit;
+pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};
+pub(crate) use runtime::TerminalInput;
+pub use runtime::{Release, Runtime, Stdin, TerminalSize, Tunnel};
 pub(crate) use sink::{Collector, Flow, ScriptOutput, Sink};
 pub use status::Completion;
 pub use terminal::{Terminal, TerminalRequest};

@@ -25,7 +25,7 @@ pub struct OutputChunk {
 /// arrived. Keeping the head (not the tail) matches what a user sees first and
 /// keeps memory bounded however long a command runs.
 #[derive(Debug)]
-pub struct HeadBuffer {
+pub(crate) struct HeadBuffer {
     data: Vec<u8>,
     limit: usize,
     truncated: bool,
@@ -33,12 +33,12 @@ pub struct HeadBuffer {
 
 impl HeadBuffer {
     /// An empty buffer keeping at most `limit` bytes.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         HeadBuffer { data: Vec::new(), limit, truncated: false }
     }
 
     /// Appends what fits; marks the buffer truncated if anything did not.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         let room = self.limit.saturating_sub(self.data.len());
         if bytes.len() > room {
             self.truncated = true;
@@ -47,12 +47,12 @@ impl HeadBuffer {
     }
 
     /// Whether bytes were dropped.
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.truncated
     }
 
     /// The kept bytes.
-    pub fn into_inner(self) -> Vec<u8> {
+    pub(crate) fn into_inner(self) -> Vec<u8> {
         self.data
     }
 }
@@ -62,7 +62,7 @@ const MAX_HEADER: usize = 64;
 
 /// Splits the first line off a stream that may arrive in any chunking.
 #[derive(Debug, Default)]
-pub struct HeaderLine {
+pub(crate) struct HeaderLine {
     buf: Vec<u8>,
     line: Option<Vec<u8>>,
 }
@@ -70,7 +70,7 @@ pub struct HeaderLine {
 impl HeaderLine {
     /// Feeds a chunk; returns the bytes that follow the header line, if any.
     /// Once the header is complete every later chunk is returned unchanged.
-    pub fn feed(&mut self, chunk: Bytes) -> Option<Bytes> {
+    pub(crate) fn feed(&mut self, chunk: Bytes) -> Option<Bytes> {
         if self.line.is_some() {
             return Some(chunk);
         }
@@ -91,7 +91,7 @@ impl HeaderLine {
     }
 
     /// The header line without its newline, once complete.
-    pub fn line(&self) -> Option<&[u8]> {
+    pub(crate) fn line(&self) -> Option<&[u8]> {
         self.line.as_deref()
     }
 }

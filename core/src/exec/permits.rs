@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ExecTarget;
+use crate::sync::lock;
 
 /// Slots of one class of runs (calls, or long-lived followers).
 #[derive(Debug)]
@@ -61,9 +62,7 @@ impl Permits {
     }
 
     fn sandbox(&self, target: &ExecTarget) -> Arc<Semaphore> {
-        // Only map operations happen under the lock; a panic cannot leave
-        // it half done, so a poisoned lock is still consistent.
-        let mut sandboxes = self.sandboxes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sandboxes = lock(&self.sandboxes);
         let key = (target.namespace.clone(), target.pod.clone());
         if let Some(semaphore) = sandboxes.map.get(&key).and_then(Weak::upgrade) {
             return semaphore;
@@ -80,7 +79,7 @@ impl Permits {
     /// Sandboxes tracked right now (for tests).
     #[cfg(test)]
     fn tracked(&self) -> usize {
-        self.sandboxes.lock().unwrap().map.len()
+        lock(&self.sandboxes).map.len()
     }
 }
 
@@ -120,7 +119,7 @@ mod tests {
             let (permits, order) = (permits.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
                 let _slot = permits.acquire(&pod(name)).await;
-                order.lock().unwrap().push(name);
+                crate::sync::lock(&order).push(name);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }));
             tokio::task::yield_now().await;
@@ -129,7 +128,7 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let order = order.lock().unwrap().clone();
+        let order = crate::sync::lock(&order).clone();
         let b = order.iter().position(|n| *n == "b").unwrap();
         assert!(b <= 1, "{order:?}");
     }

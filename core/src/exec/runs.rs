@@ -1,6 +1,7 @@
 //! The engine's registry of runs: unique run ids and which runs are live,
 //! for the orphan sweep.
 
+use crate::sync::lock;
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
@@ -65,7 +66,7 @@ impl Runs {
     /// Registers a new live run. Runs are live from before they wait for a
     /// concurrency slot, so a sweep can never take a starting run for an orphan.
     pub(crate) fn start(self: &Arc<Self>) -> RunGuard {
-        let mut state = self.state.lock().expect("run registry poisoned");
+        let mut state = lock(&self.state);
         let counter = state.next;
         state.next += 1;
         state.live.insert(counter);
@@ -76,7 +77,7 @@ impl Runs {
 
     /// The next counter and the ids of the live runs, taken together.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        let state = self.state.lock().expect("run registry poisoned");
+        let state = lock(&self.state);
         Snapshot { next: state.next, live: state.live.iter().map(|n| self.id(*n)).collect() }
     }
 
@@ -87,7 +88,7 @@ impl Runs {
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
-        self.runs.state.lock().expect("run registry poisoned").live.remove(&self.counter);
+        lock(&self.runs.state).live.remove(&self.counter);
     }
 }
 

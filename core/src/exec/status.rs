@@ -21,7 +21,7 @@ pub enum Completion {
 
 /// `Success` → `Exited(0)`; `NonZeroExitCode` with an `ExitCode` cause →
 /// `Exited(n)`; anything else → `Failed(message)`.
-pub fn decode(status: &Status) -> Completion {
+pub(crate) fn decode(status: &Status) -> Completion {
     if status.status.as_deref() == Some("Success") {
         return Completion::Exited(0);
     }

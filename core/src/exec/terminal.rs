@@ -28,10 +28,10 @@ use crate::error::{Error, ErrorCode, Result};
 
 /// The command of a terminal that does not name one: an interactive login
 /// shell, bash when the image has it.
-pub const LOGIN_SHELL: &str = "if command -v bash >/dev/null 2>&1; then exec bash -l -i; else exec sh -l -i; fi";
+pub(crate) const LOGIN_SHELL: &str = "if command -v bash >/dev/null 2>&1; then exec bash -l -i; else exec sh -l -i; fi";
 
 /// `TERM` unless the caller's env sets it.
-pub const DEFAULT_TERM: &str = "xterm-256color";
+pub(crate) const DEFAULT_TERM: &str = "xterm-256color";
 
 /// Keystrokes or resizes queued for a terminal's connection: a caller that
 /// writes faster than the socket takes them waits.
@@ -44,11 +44,11 @@ const CLOSE_WAIT: Duration = Duration::from_secs(15);
 /// What a caller asks for.
 #[derive(Debug)]
 pub struct TerminalRequest {
-    /// Shell command line; `None`: [`LOGIN_SHELL`].
+    /// Shell command line; `None`: `LOGIN_SHELL`.
     pub command: Option<String>,
     /// Working directory; empty: the exec's default.
     pub cwd: String,
-    /// Extra environment (`TERM` defaults to [`DEFAULT_TERM`]).
+    /// Extra environment (`TERM` defaults to `DEFAULT_TERM`).
     pub env: Vec<(String, String)>,
     /// The first size.
     pub size: TerminalSize,
@@ -182,7 +182,7 @@ impl Terminal {
         }
     }
 
-    /// Sends `signal` (a name of [`SIGNALS`], with or without `SIG`) to
+    /// Sends `signal` (a name of `SIGNALS`, with or without `SIG`) to
     /// every process of the terminal's tree; `invalid_state` once it has
     /// ended.
     pub async fn kill(&self, signal: &str) -> Result<()> {

@@ -39,7 +39,7 @@ pub fn needle(id: &str) -> Vec<u8> {
 
 /// Finds the trailer in one stream and strips it.
 #[derive(Debug)]
-pub struct TrailerScanner {
+pub(crate) struct TrailerScanner {
     needle: Vec<u8>,
     /// Bytes held back: a possible start of the trailer, or a trailer whose
     /// status line is not complete yet.
@@ -50,18 +50,18 @@ pub struct TrailerScanner {
 
 impl TrailerScanner {
     /// A scanner for the trailer of `id`.
-    pub fn new(id: &str) -> Self {
+    pub(crate) fn new(id: &str) -> Self {
         TrailerScanner { needle: needle(id), held: BytesMut::new(), status: None }
     }
 
     /// The status token, once the trailer has been seen.
-    pub fn status(&self) -> Option<&str> {
+    pub(crate) fn status(&self) -> Option<&str> {
         self.status.as_deref()
     }
 
     /// Feeds a chunk; calls `emit` with the output it contains (zero, one or
     /// two pieces, in order). After the trailer, everything is dropped.
-    pub fn feed(&mut self, chunk: Bytes, mut emit: impl FnMut(Bytes)) {
+    pub(crate) fn feed(&mut self, chunk: Bytes, mut emit: impl FnMut(Bytes)) {
         if self.status.is_some() || chunk.is_empty() {
             return;
         }
@@ -128,7 +128,7 @@ impl TrailerScanner {
     }
 
     /// At the end of the stream without a trailer: the held bytes were output.
-    pub fn finish(&mut self) -> Option<Bytes> {
+    pub(crate) fn finish(&mut self) -> Option<Bytes> {
         (self.status.is_none() && !self.held.is_empty()).then(|| self.held.split().freeze())
     }
 }

@@ -65,6 +65,7 @@ use super::ExecTarget;
 use crate::client::informer::Informer;
 use crate::client::{api_error, Action};
 use crate::error::{Error, ErrorCode, Result};
+use crate::sync::lock;
 
 /// Payload bytes per stdin message. kube's 4 KiB made writeFile 3× slower
 /// than the socket allows; much larger only grows the API server's buffers.
@@ -179,9 +180,7 @@ impl PodExecRuntime {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        // Only set and map operations under the lock: a panic cannot leave
-        // them half done, so a poisoned lock is still consistent.
-        let mut drains = self.drains.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut drains = lock(&self.drains);
         let Drains { tasks, per_sandbox } = &mut *drains;
         while let Some(ended) = tasks.try_join_next() {
             if let Ok(key) = ended {
@@ -443,6 +442,7 @@ where
             3 => {
                 return serde_json::from_slice::<Status>(&payload).map(|s| decode(&s)).map_err(|e| {
                     Error::new(ErrorCode::ConnectionLost, format!("the exec status frame is malformed: {e}"))
+                        .with_source(e)
                 })
             }
             _ => continue,
@@ -471,7 +471,8 @@ where
     match time::timeout(stall, frames.next()).await {
         Ok(Some(Ok(message))) => Ok(Some(message)),
         Ok(Some(Err(e))) => {
-            Err(Error::new(ErrorCode::ConnectionLost, format!("the {what} connection failed before it ended: {e}")))
+            let text = format!("the {what} connection failed before it ended: {e}");
+            Err(Error::new(ErrorCode::ConnectionLost, text).with_source(e))
         }
         Ok(None) => Ok(None),
         Err(_) => Err(Error::new(

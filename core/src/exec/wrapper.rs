@@ -21,11 +21,7 @@ use super::runtime::TerminalSize;
 use crate::error::{quoted, Error, ErrorCode, Result};
 
 /// Interpreter for every script: the one binary the image must have.
-pub const SHELL: &str = "/bin/sh";
-
-/// Name of the environment variable that marks every process of a run or a
-/// spawned process (`<id>:`), so a kill finds them after their parent died.
-pub const MARKER: &str = "AGENT_SANDBOX_RUN";
+pub(crate) const SHELL: &str = "/bin/sh";
 
 /// The wrapper around a user command.
 ///
@@ -58,7 +54,7 @@ pub const MARKER: &str = "AGENT_SANDBOX_RUN";
 /// The script, `core/src/exec/sh/wrapper.sh`, says how and why: the command
 /// runs in a subshell (as in `sh -c`, but without the wrapper's variables, the
 /// secret among them) and the wrapper then writes the trailer (see
-/// [`super::trailer`]) with the secret, which the command never had; `cwd`,
+/// `super::trailer`) with the secret, which the command never had; `cwd`,
 /// `short` and `rundir` trailers report a command that was never started.
 /// The engine ends the exec at the trailers, so children the command left
 /// behind (`server &`) keep running without holding the call. Stdin reaches
@@ -206,7 +202,7 @@ pub fn wrapper_argv(
 /// env `pairs`, then a long command followed by `id`, so a command cut short
 /// is never run. Returns the long command's length with `id`, `None` when
 /// the command went in its field.
-pub fn push_request(out: &mut Vec<u8>, cwd: &str, command: &str, pairs: &[String], id: &str) -> Option<usize> {
+pub(crate) fn push_request(out: &mut Vec<u8>, cwd: &str, command: &str, pairs: &[String], id: &str) -> Option<usize> {
     let long = command.len() > INLINE_COMMAND_MAX;
     push_field(out, cwd);
     push_field(out, if long { "" } else { command });
@@ -223,7 +219,7 @@ pub fn push_request(out: &mut Vec<u8>, cwd: &str, command: &str, pairs: &[String
 /// Appends a field as the scripts read it (see [`WRAPPER`]): its line count, then its
 /// lines (a value without a newline is one line; `a\n` is `a` and an empty
 /// line).
-pub fn push_field(out: &mut Vec<u8>, value: &str) {
+pub(crate) fn push_field(out: &mut Vec<u8>, value: &str) {
     let lines = value.bytes().filter(|b| *b == b'\n').count() + 1;
     out.extend_from_slice(lines.to_string().as_bytes());
     out.push(b'\n');
@@ -234,20 +230,21 @@ pub fn push_field(out: &mut Vec<u8>, value: &str) {
 /// The most bytes one `NAME=VALUE` pair may have: Linux refuses to start a
 /// program whose environment holds a longer string (`MAX_ARG_STRLEN`), so
 /// every command of the run would fail with "Argument list too long".
-pub const MAX_ENV_PAIR: usize = 128 * 1024 - 1;
+pub(crate) const MAX_ENV_PAIR: usize = 128 * 1024 - 1;
 
 /// The most bytes all pairs of a request may have together, well inside
 /// what Linux lets a program start with (`ARG_MAX`, usually 2 MiB, shared
 /// with the pod's own environment and the arguments).
-pub const MAX_ENV_TOTAL: usize = 1024 * 1024;
+pub(crate) const MAX_ENV_TOTAL: usize = 1024 * 1024;
 
 /// Prefix of the environment names the provider uses itself (the kill
-/// marker [`MARKER`]); a caller's env may not set them.
-pub const RESERVED_ENV_PREFIX: &str = "AGENT_SANDBOX_";
+/// marker `AGENT_SANDBOX_RUN` that the scripts set on every process of a
+/// run or spawned process); a caller's env may not set them.
+pub(crate) const RESERVED_ENV_PREFIX: &str = "AGENT_SANDBOX_";
 
 /// `NAME=VALUE` pairs for the scripts, each name checked, each pair and all
 /// of them within what a process environment can hold.
-pub fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
+pub(crate) fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
     let mut total = 0usize;
     env.iter()
         .map(|(name, value)| {
@@ -279,7 +276,7 @@ pub fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
 /// An env name must be a shell identifier (`[A-Za-z_][A-Za-z0-9_]*`) and
 /// not one the provider reserves ([`RESERVED_ENV_PREFIX`]): overriding the
 /// kill marker would let a command's processes escape its timeout.
-pub fn validate_env_name(name: &str) -> Result<()> {
+pub(crate) fn validate_env_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
     let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
@@ -297,7 +294,7 @@ pub fn validate_env_name(name: &str) -> Result<()> {
 }
 
 /// Rejects a NUL byte in an argument, naming the argument.
-pub fn no_nul(what: &str, value: &str) -> Result<()> {
+pub(crate) fn no_nul(what: &str, value: &str) -> Result<()> {
     if value.contains('\0') {
         Err(Error::invalid_request(format!("{what} contains a NUL byte")))
     } else {
@@ -308,7 +305,7 @@ pub fn no_nul(what: &str, value: &str) -> Result<()> {
 /// How the wrapper reported the end of a command, from its trailer (the
 /// spawn script's reply uses the same words for a process it did not start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WrapperEnd {
+pub(crate) enum WrapperEnd {
     /// The command ran and exited with this status.
     Exited(i32),
     /// `cd` into the requested cwd failed; nothing ran.
@@ -321,7 +318,7 @@ pub enum WrapperEnd {
 
 impl WrapperEnd {
     /// Parses a trailer's status token.
-    pub fn parse(token: &str) -> Option<Self> {
+    pub(crate) fn parse(token: &str) -> Option<Self> {
         match token {
             "cwd" => Some(Self::BadCwd),
             "rundir" => Some(Self::NoRunDir),

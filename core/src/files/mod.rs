@@ -25,10 +25,10 @@ use crate::exec::{script_failed, Call, ExecEngine, ExecTarget, Program, RunOptio
 /// Default `read_file` limit.
 pub const DEFAULT_MAX_READ_BYTES: u64 = 100 * 1024 * 1024;
 /// Most entries `readdir` returns; a larger directory is `too_large`.
-pub const MAX_DIR_ENTRIES: usize = 100_000;
+pub(crate) const MAX_DIR_ENTRIES: usize = 100_000;
 /// Most bytes of names `readdir` takes (100,000 names of 255 bytes would be
 /// 25 MB; a listing past this is `too_large` before it is all read).
-pub const MAX_DIR_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_DIR_BYTES: usize = 16 * 1024 * 1024;
 
 /// Options of [`remove`], as `fs.rm`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -139,7 +139,7 @@ pub async fn stat(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &
 }
 
 /// Entry names of a directory, without `.` and `..`, as raw bytes;
-/// `too_large` past [`MAX_DIR_ENTRIES`] names or [`MAX_DIR_BYTES`] bytes.
+/// `too_large` past `MAX_DIR_ENTRIES` names or `MAX_DIR_BYTES` bytes.
 pub async fn readdir(engine: &ExecEngine, target: &ExecTarget, call: &Call, path: &str) -> Result<Vec<Vec<u8>>> {
     check_path(path)?;
     let too_large = |what: String| {

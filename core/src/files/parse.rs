@@ -28,7 +28,7 @@ const S_IFDIR: u32 = 0o040000;
 const S_IFLNK: u32 = 0o120000;
 
 /// Parses `<0|1> <mode hex> <size> <mtime seconds[.fraction]>`.
-pub fn parse_stat(line: &str) -> Result<FileStat> {
+pub(crate) fn parse_stat(line: &str) -> Result<FileStat> {
     let bad = || Error::internal(format!("unexpected stat output {line:?}"));
     let mut fields = line.split_whitespace();
     let link = fields.next().ok_or_else(bad)?;
@@ -53,7 +53,7 @@ pub fn parse_stat(line: &str) -> Result<FileStat> {
 }
 
 /// Splits NUL-terminated names.
-pub fn split_names(bytes: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn split_names(bytes: &[u8]) -> Vec<Vec<u8>> {
     bytes.split(|&b| b == 0).filter(|n| !n.is_empty()).map(<[u8]>::to_vec).collect()
 }
 

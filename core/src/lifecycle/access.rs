@@ -27,7 +27,7 @@ use crate::error::{Error, ErrorCode, Result};
 
 /// A resource as RBAC rules name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resource {
+pub(crate) struct Resource {
     /// API group (`""` for core).
     pub group: &'static str,
     /// Plural, or `plural/subresource`.
@@ -58,7 +58,7 @@ impl Resource {
 }
 
 /// Verbs a step needs on a resource.
-pub type Need = (Resource, &'static [&'static str]);
+pub(crate) type Need = (Resource, &'static [&'static str]);
 
 /// What `destroy` does to the objects the claim or Sandbox controls: reads
 /// and deletes them (the Sandbox in warm-pool mode, the pod) and waits for
@@ -73,14 +73,14 @@ fn dependents(warm: bool) -> Vec<Need> {
 }
 
 /// `create`: the create itself and everything `destroy` needs.
-pub fn create(kind: Kind) -> Vec<Need> {
+pub(crate) fn create(kind: Kind) -> Vec<Need> {
     let mut needs = vec![(Resource::of(kind), &["create", "get", "delete", "list", "watch"][..])];
     needs.extend(dependents(kind == Kind::SandboxClaim));
     needs
 }
 
 /// `destroy`, once it has read the object: the delete and the waits.
-pub fn destroy(kind: Kind) -> Vec<Need> {
+pub(crate) fn destroy(kind: Kind) -> Vec<Need> {
     let mut needs = vec![(Resource::of(kind), &["delete", "list", "watch"][..])];
     needs.extend(dependents(kind == Kind::SandboxClaim));
     needs
@@ -89,7 +89,7 @@ pub fn destroy(kind: Kind) -> Vec<Need> {
 /// `connect` of a suspended sandbox: the resume, the readiness waits (reads
 /// from the shared watches, or GETs while they are not live) and the orphan
 /// sweep's exec.
-pub fn resume(warm: bool) -> Vec<Need> {
+pub(crate) fn resume(warm: bool) -> Vec<Need> {
     const READ: &[&str] = &["get", "list", "watch"];
     let mut needs = vec![
         (Resource::of(Kind::Sandbox), &["get", "patch", "list", "watch"][..]),
@@ -105,7 +105,7 @@ pub fn resume(warm: bool) -> Vec<Need> {
 /// `suspend`: the read (from the shared watch, or a GET while it is not
 /// live: so `get` is needed, or whether suspend works would depend on which
 /// came first), the patch and the wait for the pod to go.
-pub fn suspend() -> Vec<Need> {
+pub(crate) fn suspend() -> Vec<Need> {
     vec![(Resource::of(Kind::Sandbox), &["get", "patch", "list", "watch"][..])]
 }
 
@@ -115,7 +115,7 @@ const REVIEW_FOR: Duration = Duration::from_secs(30);
 
 /// The last complete review of a provider's namespace.
 #[derive(Default)]
-pub struct RulesCache {
+pub(crate) struct RulesCache {
     /// Held across a review, so concurrent calls wait for one review
     /// instead of each making their own.
     last: tokio::sync::Mutex<Option<(Instant, Arc<Vec<ResourceRule>>)>>,
@@ -140,7 +140,13 @@ impl RulesCache {
 /// surely lack a verb of `needs` in `namespace`; `op` says what was refused.
 /// A refusal is always decided on a review made for this call, so a
 /// permission given back meanwhile counts.
-pub async fn require(client: &Client, namespace: &str, op: &str, needs: &[Need], cache: &RulesCache) -> Result<()> {
+pub(crate) async fn require(
+    client: &Client,
+    namespace: &str,
+    op: &str,
+    needs: &[Need],
+    cache: &RulesCache,
+) -> Result<()> {
     let Some((rules, fresh)) = cache.rules(client, namespace, true).await else { return Ok(()) };
     let mut missing = self::missing(&rules, needs);
     if !missing.is_empty() && !fresh {

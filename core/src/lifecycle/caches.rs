@@ -17,10 +17,10 @@ use crate::client::informer::{ApiSource, Informer};
 /// watch selects on it (as the controller's own cache can), so pods that are
 /// no sandbox's are neither sent nor kept. A label that is never removed
 /// while the pod lives: a removed one would look like a deletion.
-pub const POD_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
+pub(crate) const POD_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
 
 /// One informer per kind, started on first use.
-pub struct Caches {
+pub(crate) struct Caches {
     /// Claims this provider made (selected by our actor label).
     pub claims: Informer<ClaimObject>,
     /// Sandboxes: in direct mode those we made (our label); in warm-pool
@@ -34,7 +34,7 @@ pub struct Caches {
 impl Caches {
     /// The informers of `namespace`; their watches end for good when `stop`
     /// is cancelled (the provider is dropped).
-    pub fn new(client: &Client, namespace: &str, warm: bool, stop: &CancellationToken) -> Self {
+    pub(crate) fn new(client: &Client, namespace: &str, warm: bool, stop: &CancellationToken) -> Self {
         let ours = watcher::Config::default().labels(ACTOR_LABEL);
         let claims = ApiSource::new(
             Kind::SandboxClaim.api(client, namespace),
@@ -68,7 +68,7 @@ impl Caches {
 impl Caches {
     /// Starts the watches a call will wait on (claims only in warm-pool
     /// mode), so their lists run in parallel.
-    pub fn start(&self, warm: bool) {
+    pub(crate) fn start(&self, warm: bool) {
         if warm {
             self.claims.start();
         }

@@ -63,7 +63,7 @@ impl Lifecycle {
     /// claim or Sandbox definitively no longer exists (404) or `id` cannot
     /// name one of this provider's (see `Lifecycle::own_id`); every other
     /// problem is an error, so Rivet keeps the id and retries later.
-    pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
+    pub(crate) async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Connected>> {
         let Some(id) = self.own_id(id) else { return Ok(None) };
         let ev = self.emitter(&id, actor_id);
         let deadline = self.deadline();
@@ -333,7 +333,8 @@ impl Lifecycle {
     }
 }
 
-/// The DNS name of the Sandbox's Service, if it has one.
+/// The DNS name of the Sandbox's Service, if it has one (an empty
+/// `serviceFQDN` is none; read here only, so nothing after checks again).
 fn service_fqdn(sb: &SandboxObject) -> Option<String> {
     sb.status.as_ref().and_then(|s| s.service_fqdn.clone()).filter(|h| !h.is_empty())
 }
@@ -361,4 +362,20 @@ fn check_owner(claim: &ClaimObject, actor_id: &str, id: &SandboxId) -> Result<()
 
 fn failed(id: &SandboxId, why: &str) -> Error {
     Error::new(ErrorCode::SandboxFailed, format!("sandbox {id} cannot start: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_empty_service_fqdn_is_no_service() {
+        let sb = |status| -> SandboxObject {
+            serde_json::from_value(json!({ "metadata": { "name": "s" }, "spec": {}, "status": status })).unwrap()
+        };
+        assert_eq!(service_fqdn(&sb(json!({ "serviceFQDN": "s.ns.svc" }))).as_deref(), Some("s.ns.svc"));
+        assert_eq!(service_fqdn(&sb(json!({ "serviceFQDN": "" }))), None);
+        assert_eq!(service_fqdn(&sb(json!({}))), None);
+    }
 }

@@ -18,7 +18,7 @@ impl Lifecycle {
     /// Makes the claim or Sandbox for `actor_id` and returns its id. The name
     /// is derived from the actor id, so a retry after a crash finds the
     /// object it made before instead of creating a second one.
-    pub async fn create(&self, actor_id: &str) -> Result<String> {
+    pub(crate) async fn create(&self, actor_id: &str) -> Result<String> {
         let id = SandboxId { namespace: self.namespace.clone(), name: names::object_name(self.warm(), actor_id) };
         let ev = self.emitter(&id, actor_id);
         // The connect that follows waits on these: their lists start now.
@@ -44,7 +44,8 @@ impl Lifecycle {
                 manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
             }
         };
-        let object: DynamicObject = serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()))?;
+        let object: DynamicObject =
+            serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()).with_source(e))?;
         let kind = self.kind();
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &id.namespace, &kind.api_resource());
         let action =

@@ -44,7 +44,7 @@ impl Lifecycle {
     /// deleted only while its controller owner is the object deleted before
     /// it, and with a UID precondition, so a replacement of the same name is
     /// never touched.
-    pub async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
+    pub(crate) async fn destroy(&self, actor_id: &str, id: &str) -> Result<()> {
         let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;

@@ -67,7 +67,7 @@ pub struct Event {
 
 /// Emits the events of one call with a common id, actor and start time.
 #[derive(Clone)]
-pub struct Emitter {
+pub(crate) struct Emitter {
     sink: Option<EventSink>,
     id: String,
     actor_id: String,
@@ -76,17 +76,17 @@ pub struct Emitter {
 
 impl Emitter {
     /// An emitter for one call; `sink` `None` discards everything.
-    pub fn new(sink: Option<EventSink>, id: &str, actor_id: &str) -> Self {
+    pub(crate) fn new(sink: Option<EventSink>, id: &str, actor_id: &str) -> Self {
         Emitter { sink, id: id.to_string(), actor_id: actor_id.to_string(), start: Instant::now() }
     }
 
     /// Milliseconds since the call started.
-    pub fn elapsed_ms(&self) -> u64 {
+    pub(crate) fn elapsed_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
 
     /// Emits `kind` with optional sandbox name, node and message.
-    pub fn emit(&self, kind: EventKind, sandbox: Option<&str>, node: Option<&str>, message: Option<&str>) {
+    pub(crate) fn emit(&self, kind: EventKind, sandbox: Option<&str>, node: Option<&str>, message: Option<&str>) {
         crate::trace!(
             "  {} {kind:?} after {} ms{}{}{}",
             self.id,

@@ -11,17 +11,17 @@ use crate::config::{DirectMode, ProviderConfig, SecurityProfile, WarmPoolMode, V
 
 /// Keeps PID 1 alive without doing anything and exits at once on SIGTERM, so
 /// suspend (which deletes the pod) does not wait out the grace period.
-pub const KEEPALIVE: [&str; 3] = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"];
+pub(crate) const KEEPALIVE: [&str; 3] = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"];
 
 /// Name of the container in direct mode.
-pub const CONTAINER_NAME: &str = "sandbox";
+pub(crate) const CONTAINER_NAME: &str = "sandbox";
 
 /// The uid, gid and `fsGroup` of a `"restricted"` pod. Not root, so
 /// `runAsNonRoot` holds whatever user the image names; 1000 is the first
 /// regular user of Debian/Ubuntu-style images (`ubuntu`, `node`), so where
 /// the image has one its home directory and files fit. `fsGroup` makes the
 /// kubelet give the volume at cwd to this group, so it stays writable.
-pub const RESTRICTED_ID: i64 = 1000;
+pub(crate) const RESTRICTED_ID: i64 = 1000;
 
 /// The pod- and container-level `securityContext` of `profile`: what the
 /// Pod Security Standard of that name requires, plus the seccomp default
@@ -65,7 +65,7 @@ fn metadata(
 }
 
 /// The SandboxClaim for `actor_id`. `shutdown_time` is the TTL backstop.
-pub fn claim(
+pub(crate) fn claim(
     config: &ProviderConfig,
     pool: &WarmPoolMode,
     name: &str,
@@ -105,7 +105,7 @@ pub fn claim(
 }
 
 /// The Sandbox for `actor_id` in direct mode.
-pub fn sandbox(
+pub(crate) fn sandbox(
     config: &ProviderConfig,
     d: &DirectMode,
     name: &str,
@@ -180,7 +180,7 @@ pub fn sandbox(
 }
 
 /// The merge patch that moves the TTL backstop to `shutdown_time`.
-pub fn ttl_patch(kind: Kind, shutdown_time: &str) -> Value {
+pub(crate) fn ttl_patch(kind: Kind, shutdown_time: &str) -> Value {
     let fields = json!({ "shutdownTime": shutdown_time, "shutdownPolicy": "Delete" });
     match kind {
         Kind::SandboxClaim => json!({ "spec": { "lifecycle": fields } }),
@@ -190,7 +190,7 @@ pub fn ttl_patch(kind: Kind, shutdown_time: &str) -> Value {
 
 /// RFC 7386 JSON merge patch: objects merge recursively, `null` deletes,
 /// anything else (arrays included) replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return;

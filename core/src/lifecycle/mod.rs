@@ -13,21 +13,21 @@
 //!   `preflight`: the warm pool's template check; [`events`]: progress.
 
 mod access;
-pub mod caches;
+pub(crate) mod caches;
 mod connect;
 mod create;
 mod destroy;
-pub mod events;
-pub mod manifest;
-pub mod names;
+pub(crate) mod events;
+pub(crate) mod manifest;
+pub(crate) mod names;
 #[cfg(test)]
 mod orchestration_tests;
 mod preflight;
-pub mod readiness;
-pub mod resources;
+pub(crate) mod readiness;
+pub(crate) mod resources;
 mod suspend;
-pub mod ttl;
-pub mod waits;
+pub(crate) mod ttl;
+pub(crate) mod waits;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,10 +54,11 @@ use crate::client::{api_error, Action, Connection};
 use crate::config::{Mode, ProviderConfig};
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::ExecTarget;
+use crate::sync::lock;
 
 /// A connected sandbox: where its commands run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Connected {
+pub(crate) struct Connected {
     /// The pod (= Sandbox name) and container: the `container` option or the
     /// pod's first.
     pub target: ExecTarget,
@@ -70,7 +71,7 @@ pub struct Connected {
 
 /// Kubernetes lifecycle operations for one provider configuration. Keeps no
 /// per-actor state beyond throttling (TTL) and event bookkeeping.
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     client: Client,
     /// Namespace new sandboxes are created in.
     pub namespace: String,
@@ -106,7 +107,7 @@ struct Fresh {
 impl Lifecycle {
     /// Lifecycle over `conn`; the namespace is the option or the client's
     /// default. Its watches end when `stop` is cancelled.
-    pub fn new(
+    pub(crate) fn new(
         conn: &Connection,
         config: Arc<ProviderConfig>,
         sink: Option<EventSink>,
@@ -147,7 +148,7 @@ impl Lifecycle {
     /// is built by its first call, so this is as early as it can be said.
     fn emitter(&self, id: &SandboxId, actor_id: &str) -> Emitter {
         let ev = Emitter::new(self.sink.clone(), &id.to_string(), actor_id);
-        if let Some(warning) = self.transport_warning.lock().ok().and_then(|mut w| w.take()) {
+        if let Some(warning) = lock(&self.transport_warning).take() {
             ev.emit(EventKind::Warning, None, None, Some(&warning));
         }
         ev
@@ -168,7 +169,7 @@ impl Lifecycle {
 
     /// Shared watches open now, how many of them are failing (an error since
     /// their last complete list), and the lists they started so far.
-    pub fn watches(&self) -> (usize, usize, u64) {
+    pub(crate) fn watches(&self) -> (usize, usize, u64) {
         let (claims, sandboxes, pods) = (&self.caches.claims, &self.caches.sandboxes, &self.caches.pods);
         let all = [
             (claims.activity(), claims.health()),
@@ -182,7 +183,7 @@ impl Lifecycle {
     }
 
     /// The shared pod watch, for the exec engine's pod-liveness checks.
-    pub fn pod_cache(&self) -> Informer<Pod> {
+    pub(crate) fn pod_cache(&self) -> Informer<Pod> {
         self.caches.pods.clone()
     }
     /// JSON merge patch; 404 → `Ok(false)`.
@@ -217,7 +218,7 @@ impl Lifecycle {
     /// UID it was created with, if known; it no longer is fresh afterwards.
     /// Another actor's call neither gets nor takes it.
     fn take_fresh(&self, id: &SandboxId, actor_id: &str) -> Option<Option<String>> {
-        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fresh = lock(&self.fresh);
         let key = id.to_string();
         if fresh.get(&key).is_some_and(|f| f.actor == actor_id) {
             fresh.remove(&key).map(|f| f.uid)
@@ -228,13 +229,13 @@ impl Lifecycle {
 
     /// Records `id` as created for `actor_id` with `uid`.
     fn mark_fresh(&self, id: &SandboxId, actor_id: &str, uid: Option<String>) {
-        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fresh = lock(&self.fresh);
         fresh.insert(id.to_string(), Fresh { actor: actor_id.to_owned(), uid });
     }
 
     /// Forgets `id` as fresh, whoever created it (it was deleted).
     fn forget_fresh(&self, id: &SandboxId) {
-        self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id.to_string());
+        lock(&self.fresh).remove(&id.to_string());
     }
 }
 
@@ -279,12 +280,12 @@ mod tests {
         let conn = crate::client::connect(&config.kube_config).await.unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = events.clone();
-        let sink: EventSink = Arc::new(move |e| seen.lock().unwrap().push(e));
+        let sink: EventSink = Arc::new(move |e| crate::sync::lock(&seen).push(e));
         let lifecycle = Lifecycle::new(&conn, Arc::new(config), Some(sink), &CancellationToken::new());
         let id = SandboxId { namespace: "ns".into(), name: "sbx-1".into() };
         lifecycle.emitter(&id, "actor").emit(EventKind::Claimed, None, None, None);
         lifecycle.emitter(&id, "actor").emit(EventKind::Ready, None, None, None);
-        let events = events.lock().unwrap();
+        let events = crate::sync::lock(&events);
         let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, [EventKind::Warning, EventKind::Claimed, EventKind::Ready]);
         let warning = &events[0];

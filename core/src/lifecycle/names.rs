@@ -15,20 +15,20 @@ use crate::error::{Error, Result};
 
 /// Label with a hash of the owning actor id (label values are limited to 63
 /// characters of a small alphabet; actor ids are not).
-pub const ACTOR_LABEL: &str = "agent-sandbox-provider/actor-hash";
+pub(crate) const ACTOR_LABEL: &str = "agent-sandbox-provider/actor-hash";
 /// Annotation with the raw actor id.
-pub const ACTOR_ANNOTATION: &str = "agent-sandbox-provider/actor-id";
+pub(crate) const ACTOR_ANNOTATION: &str = "agent-sandbox-provider/actor-id";
 /// Annotation with the provider name that created the object.
-pub const PROVIDER_ANNOTATION: &str = "agent-sandbox-provider/provider-name";
+pub(crate) const PROVIDER_ANNOTATION: &str = "agent-sandbox-provider/provider-name";
 /// Standard label naming the managing tool.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "agent-sandbox-provider";
+pub(crate) const MANAGED_BY: &str = "agent-sandbox-provider";
 
 /// Where a sandbox lives: the id returned by `create` is `namespace/name`, so
 /// it locates the object even if the provider's namespace option changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxId {
+pub(crate) struct SandboxId {
     /// Namespace of the claim or Sandbox.
     pub namespace: String,
     /// Name of the claim (warm-pool mode) or Sandbox (direct mode).
@@ -37,7 +37,7 @@ pub struct SandboxId {
 
 impl SandboxId {
     /// Parses `namespace/name`.
-    pub fn parse(id: &str) -> Result<SandboxId> {
+    pub(crate) fn parse(id: &str) -> Result<SandboxId> {
         let bad = || {
             Error::invalid_request(format!("{id:?} is not a sandbox id of this provider (expected \"namespace/name\")"))
         };
@@ -59,7 +59,7 @@ fn sha256_hex(input: &str) -> String {
 }
 
 /// The label value for an actor id.
-pub fn actor_hash(actor_id: &str) -> String {
+pub(crate) fn actor_hash(actor_id: &str) -> String {
     sha256_hex(actor_id)[..32].to_string()
 }
 
@@ -67,13 +67,13 @@ pub fn actor_hash(actor_id: &str) -> String {
 /// the pod, Service (`<name>`) and PVC (`workspace-<name>`) names derived
 /// from it are valid too. The mode is part of the hash so a claim and a
 /// direct Sandbox of the same actor never collide.
-pub fn object_name(warm_pool: bool, actor_id: &str) -> String {
+pub(crate) fn object_name(warm_pool: bool, actor_id: &str) -> String {
     let mode = if warm_pool { "claim" } else { "sandbox" };
     format!("sbx-{}", &sha256_hex(&format!("{mode}\0{actor_id}"))[..20])
 }
 
 /// Our labels for an actor's object.
-pub fn labels(actor_id: &str) -> BTreeMap<String, String> {
+pub(crate) fn labels(actor_id: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (ACTOR_LABEL.to_string(), actor_hash(actor_id)),
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
@@ -81,7 +81,7 @@ pub fn labels(actor_id: &str) -> BTreeMap<String, String> {
 }
 
 /// Our annotations for an actor's object.
-pub fn annotations(actor_id: &str, provider_name: &str) -> BTreeMap<String, String> {
+pub(crate) fn annotations(actor_id: &str, provider_name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (ACTOR_ANNOTATION.to_string(), actor_id.to_string()),
         (PROVIDER_ANNOTATION.to_string(), provider_name.to_string()),
@@ -89,7 +89,7 @@ pub fn annotations(actor_id: &str, provider_name: &str) -> BTreeMap<String, Stri
 }
 
 /// True when the object carries `actor_id`'s label (and annotation, if set).
-pub fn owned_by(meta: &ObjectMeta, actor_id: &str) -> bool {
+pub(crate) fn owned_by(meta: &ObjectMeta, actor_id: &str) -> bool {
     let label_ok = meta.labels.as_ref().and_then(|l| l.get(ACTOR_LABEL)) == Some(&actor_hash(actor_id));
     let annotation_ok = meta.annotations.as_ref().and_then(|a| a.get(ACTOR_ANNOTATION)).is_none_or(|a| a == actor_id);
     label_ok && annotation_ok

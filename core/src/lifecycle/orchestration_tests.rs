@@ -53,7 +53,7 @@ struct FakeApi(Arc<Mutex<State>>);
 
 impl FakeApi {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap()
+        crate::sync::lock(&self.0)
     }
 
     fn client(&self) -> Client {

@@ -24,7 +24,7 @@ use crate::config::{validate, SuspendPolicy, WarmPoolMode};
 use crate::error::{Error, ErrorCode, Result};
 
 /// What the check needs from the provider config.
-pub struct Checked<'a> {
+pub(crate) struct Checked<'a> {
     /// The warm-pool options.
     pub pool: &'a WarmPoolMode,
     /// Working directory.
@@ -43,7 +43,7 @@ const RECHECK_AFTER: Duration = Duration::from_secs(60);
 /// The warm-pool check of one provider, with its last success remembered
 /// (failures are not: the next create checks again).
 #[derive(Default)]
-pub struct PoolCheck {
+pub(crate) struct PoolCheck {
     /// Held across the check, so concurrent creates wait for one check
     /// instead of each making their own.
     state: Mutex<CheckState>,
@@ -61,7 +61,7 @@ struct CheckState {
 impl PoolCheck {
     /// Runs [`check_warm_pool`] unless it passed less than [`RECHECK_AFTER`]
     /// ago; returns the warnings this provider has not given yet.
-    pub async fn ensure(&self, client: &Client, namespace: &str, c: &Checked<'_>) -> Result<Vec<String>> {
+    pub(crate) async fn ensure(&self, client: &Client, namespace: &str, c: &Checked<'_>) -> Result<Vec<String>> {
         let mut state = self.state.lock().await;
         if state.passed_at.is_some_and(|t| t.elapsed() < RECHECK_AFTER) {
             return Ok(Vec::new());
@@ -151,7 +151,7 @@ async fn network_policies(client: &Client, namespace: &str) -> std::result::Resu
 /// ingress and egress of pods with `labels` (or `Err`: the policies could
 /// not be read). Each finding completes a sentence that starts with the
 /// template's name.
-pub fn isolation_gaps(
+pub(crate) fn isolation_gaps(
     pod: &PodSpec,
     labels: &BTreeMap<String, String>,
     policies: Option<std::result::Result<Vec<NetworkPolicy>, String>>,
@@ -231,7 +231,7 @@ where
 /// `Ok` when the container (option or first) mounts a persistent volume at
 /// or above `cwd`: one of the template's or the claim's volume claim
 /// templates, or a PVC volume. `Err` says what is missing.
-pub fn persistent_cwd(
+pub(crate) fn persistent_cwd(
     spec: &TemplateSpec,
     claim_volumes: &[String],
     container: Option<&str>,

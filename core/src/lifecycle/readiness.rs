@@ -37,7 +37,7 @@ const CONTAINER_FAILED: [&str; 6] = [
 
 /// The state of a sandbox's readiness.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     /// Ready at the current generation, with a live pod.
     Ready,
     /// Not yet; the text says why.
@@ -48,7 +48,7 @@ pub enum Readiness {
 
 /// The state of a claim before it is bound to a Sandbox.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Binding {
+pub(crate) enum Binding {
     /// Bound to the Sandbox of this name.
     Bound(String),
     /// Not yet bound; the text says why.
@@ -58,7 +58,7 @@ pub enum Binding {
 }
 
 /// Whether the claim is bound, failed or still waiting.
-pub fn claim_binding(claim: &ClaimObject) -> Binding {
+pub(crate) fn claim_binding(claim: &ClaimObject) -> Binding {
     let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     let ready = condition(conditions, "Ready");
     if let Some(c) = ready.filter(|c| !c.is_true() && CLAIM_FAILED.contains(&c.reason.as_str())) {
@@ -76,7 +76,7 @@ pub fn claim_binding(claim: &ClaimObject) -> Binding {
 /// Whether the Sandbox is ready for its current generation with `pod` (the
 /// pod named after it, if it exists). A terminating pod never counts: after
 /// a quick suspend/resume, Ready may briefly come from the dying pod.
-pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readiness {
+pub(crate) fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readiness {
     if let Some(failure) = pod.and_then(pod_failure) {
         return Readiness::Failed(failure);
     }
@@ -114,14 +114,14 @@ pub fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readines
 
 /// True once the Sandbox's pod is gone after a suspend (`Suspended=True` at
 /// the current generation).
-pub fn is_suspended(sandbox: &SandboxObject) -> bool {
+pub(crate) fn is_suspended(sandbox: &SandboxObject) -> bool {
     let conditions = sandbox.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     sandbox.spec.is_suspended()
         && condition(conditions, "Suspended").is_some_and(|c| c.is_true() && c.is_current(sandbox.metadata.generation))
 }
 
 /// A reason the pod will never start, if any.
-pub fn pod_failure(pod: &Pod) -> Option<String> {
+pub(crate) fn pod_failure(pod: &Pod) -> Option<String> {
     let status = pod.status.as_ref()?;
     if let Some(phase @ ("Failed" | "Succeeded")) = status.phase.as_deref() {
         let why = [status.reason.as_deref(), status.message.as_deref()].into_iter().flatten().collect::<Vec<_>>();
@@ -159,7 +159,7 @@ fn pod_running(pod: &Pod) -> bool {
 }
 
 /// The node the pod is scheduled to, once it is (for the `scheduled` event).
-pub fn scheduled_node(pod: &Pod) -> Option<&str> {
+pub(crate) fn scheduled_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }
 

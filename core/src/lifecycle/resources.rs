@@ -4,24 +4,24 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec};
+use k8s_openapi::api::core::v1::PodSpec;
 use kube::core::{ApiResource, GroupVersionKind, Object};
 use kube::{Api, Client};
 use serde::Deserialize;
 
 /// API group of Sandbox.
-pub const SANDBOX_GROUP: &str = "agents.x-k8s.io";
+pub(crate) const SANDBOX_GROUP: &str = "agents.x-k8s.io";
 /// API group of SandboxClaim, SandboxTemplate, SandboxWarmPool.
-pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
+pub(crate) const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
 /// Label the controller puts on a claimed Sandbox: `warm` (adopted from the
 /// pool) or `cold`.
-pub const LAUNCH_TYPE_LABEL: &str = "agents.x-k8s.io/launch-type";
+pub(crate) const LAUNCH_TYPE_LABEL: &str = "agents.x-k8s.io/launch-type";
 /// The only version we speak.
-pub const VERSION: &str = "v1beta1";
+pub(crate) const VERSION: &str = "v1beta1";
 
 /// The four kinds, with their plural resource names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `sandboxes.agents.x-k8s.io`
     Sandbox,
     /// `sandboxclaims.extensions.agents.x-k8s.io`
@@ -34,7 +34,7 @@ pub enum Kind {
 
 impl Kind {
     /// The `ApiResource` for dynamic `Api`s.
-    pub fn api_resource(self) -> ApiResource {
+    pub(crate) fn api_resource(self) -> ApiResource {
         let (group, kind, plural) = match self {
             Kind::Sandbox => (SANDBOX_GROUP, "Sandbox", "sandboxes"),
             Kind::SandboxClaim => (EXTENSIONS_GROUP, "SandboxClaim", "sandboxclaims"),
@@ -45,7 +45,7 @@ impl Kind {
     }
 
     /// `plural.group`, as RBAC and error messages name it.
-    pub fn resource(self) -> &'static str {
+    pub(crate) fn resource(self) -> &'static str {
         match self {
             Kind::Sandbox => "sandboxes.agents.x-k8s.io",
             Kind::SandboxClaim => "sandboxclaims.extensions.agents.x-k8s.io",
@@ -55,7 +55,7 @@ impl Kind {
     }
 
     /// A namespaced `Api` for this kind with the view type `K`.
-    pub fn api<P: Clone, U: Clone>(self, client: &Client, namespace: &str) -> Api<Object<P, U>> {
+    pub(crate) fn api<P: Clone, U: Clone>(self, client: &Client, namespace: &str) -> Api<Object<P, U>> {
         Api::namespaced_with(client.clone(), namespace, &self.api_resource())
     }
 }
@@ -64,7 +64,7 @@ impl Kind {
 /// status from an older controller still parses.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Condition {
+pub(crate) struct Condition {
     /// Condition type, e.g. `Ready`.
     #[serde(rename = "type")]
     pub type_: String,
@@ -83,15 +83,15 @@ pub struct Condition {
 
 impl Condition {
     /// Status is "True".
-    pub fn is_true(&self) -> bool {
+    pub(crate) fn is_true(&self) -> bool {
         self.status == "True"
     }
     /// Computed for the object's current generation.
-    pub fn is_current(&self, generation: Option<i64>) -> bool {
+    pub(crate) fn is_current(&self, generation: Option<i64>) -> bool {
         generation.is_some() && self.observed_generation == generation
     }
     /// "reason: message" for error texts.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match (self.reason.is_empty(), self.message.is_empty()) {
             (false, false) => format!("{}: {}", self.reason, self.message),
             (false, true) => self.reason.clone(),
@@ -102,19 +102,19 @@ impl Condition {
 
 /// The object is being deleted (it will not come back: connect treats it
 /// as gone).
-pub fn deleting<P: Clone, U: Clone>(object: &Object<P, U>) -> bool {
+pub(crate) fn deleting<P: Clone, U: Clone>(object: &Object<P, U>) -> bool {
     object.metadata.deletion_timestamp.is_some()
 }
 
 /// The condition of `type_` in `conditions`.
-pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+pub(crate) fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
 
 /// Sandbox spec fields we read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SandboxSpec {
+pub(crate) struct SandboxSpec {
     /// `Running` (default) or `Suspended`.
     pub operating_mode: Option<String>,
     /// RFC 3339 expiry.
@@ -123,7 +123,7 @@ pub struct SandboxSpec {
 
 impl SandboxSpec {
     /// The sandbox is (being) suspended.
-    pub fn is_suspended(&self) -> bool {
+    pub(crate) fn is_suspended(&self) -> bool {
         self.operating_mode.as_deref() == Some("Suspended")
     }
 }
@@ -131,12 +131,10 @@ impl SandboxSpec {
 /// Sandbox status fields we read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SandboxStatus {
+pub(crate) struct SandboxStatus {
     /// Ready, Suspended, PodScheduled, Finished.
     #[serde(default)]
     pub conditions: Vec<Condition>,
-    /// Node of the pod.
-    pub node_name: Option<String>,
     /// `<service>.<namespace>.svc.<cluster domain>` when the Sandbox has a
     /// Service; empty or absent without one.
     #[serde(rename = "serviceFQDN")]
@@ -144,12 +142,12 @@ pub struct SandboxStatus {
 }
 
 /// A Sandbox (`agents.x-k8s.io/v1beta1`).
-pub type SandboxObject = Object<SandboxSpec, SandboxStatus>;
+pub(crate) type SandboxObject = Object<SandboxSpec, SandboxStatus>;
 
 /// SandboxClaim spec fields we read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClaimSpec {
+pub(crate) struct ClaimSpec {
     /// `lifecycle` (shutdownTime etc.).
     pub lifecycle: Option<ClaimLifecycle>,
 }
@@ -157,7 +155,7 @@ pub struct ClaimSpec {
 /// `spec.lifecycle` of a claim.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClaimLifecycle {
+pub(crate) struct ClaimLifecycle {
     /// RFC 3339 expiry.
     pub shutdown_time: Option<String>,
 }
@@ -165,7 +163,7 @@ pub struct ClaimLifecycle {
 /// SandboxClaim status fields we read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClaimStatus {
+pub(crate) struct ClaimStatus {
     /// `Ready` (forwarded from the Sandbox once bound) and `Finished`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
@@ -175,42 +173,42 @@ pub struct ClaimStatus {
 
 /// `status.sandbox` of a claim.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClaimSandboxRef {
+pub(crate) struct ClaimSandboxRef {
     /// Sandbox name: the claim's name on a cold start, a pool member on adoption.
     #[serde(default)]
     pub name: String,
 }
 
 /// A SandboxClaim (`extensions.agents.x-k8s.io/v1beta1`).
-pub type ClaimObject = Object<ClaimSpec, ClaimStatus>;
+pub(crate) type ClaimObject = Object<ClaimSpec, ClaimStatus>;
 
 /// The bound Sandbox's name, once the claim controller has set it.
-pub fn bound_sandbox(claim: &ClaimObject) -> Option<&str> {
+pub(crate) fn bound_sandbox(claim: &ClaimObject) -> Option<&str> {
     claim.status.as_ref()?.sandbox.as_ref().map(|s| s.name.as_str()).filter(|n| !n.is_empty())
 }
 
 /// SandboxWarmPool spec fields we read.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WarmPoolSpec {
+pub(crate) struct WarmPoolSpec {
     /// The template the pool's sandboxes are built from.
     pub sandbox_template_ref: NameRef,
 }
 
 /// `{ name }`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct NameRef {
+pub(crate) struct NameRef {
     /// Object name.
     pub name: String,
 }
 
 /// A SandboxWarmPool.
-pub type WarmPoolObject = Object<WarmPoolSpec, serde_json::Value>;
+pub(crate) type WarmPoolObject = Object<WarmPoolSpec, serde_json::Value>;
 
 /// SandboxTemplate spec fields we read (pod, volumes, network policy).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TemplateSpec {
+pub(crate) struct TemplateSpec {
     /// The pod template.
     pub pod_template: PodTemplateView,
     /// `Managed` (the default: the controller makes a NetworkPolicy for the
@@ -223,7 +221,7 @@ pub struct TemplateSpec {
 
 /// `podTemplate` of a blueprint.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PodTemplateView {
+pub(crate) struct PodTemplateView {
     /// The pod's labels (and annotations, unread).
     #[serde(default)]
     pub metadata: PodMetadataView,
@@ -233,7 +231,7 @@ pub struct PodTemplateView {
 
 /// `podTemplate.metadata` of a blueprint.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct PodMetadataView {
+pub(crate) struct PodMetadataView {
     /// Labels the pod gets.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -241,21 +239,19 @@ pub struct PodMetadataView {
 
 /// A `volumeClaimTemplates` entry.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct VolumeClaimTemplate {
+pub(crate) struct VolumeClaimTemplate {
     /// `metadata.name`: the pod volume name.
     #[serde(default)]
     pub metadata: VctMeta,
-    /// The PVC spec (unused beyond parsing).
-    pub spec: Option<PersistentVolumeClaimSpec>,
 }
 
 /// `metadata` of a volume claim template.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct VctMeta {
+pub(crate) struct VctMeta {
     /// Volume name.
     #[serde(default)]
     pub name: String,
 }
 
 /// A SandboxTemplate (no status).
-pub type TemplateObject = Object<TemplateSpec, serde_json::Value>;
+pub(crate) type TemplateObject = Object<TemplateSpec, serde_json::Value>;

@@ -16,7 +16,7 @@ impl Lifecycle {
     /// waits until its pod is gone. With `suspend: "none"` only the TTL
     /// backstop is moved (so it counts from now). A sandbox that no longer
     /// exists needs no suspending.
-    pub async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
+    pub(crate) async fn suspend(&self, actor_id: &str, id: &str) -> Result<()> {
         let Some(id) = self.own_id(id) else { return Ok(()) };
         let ev = self.emitter(&id, actor_id);
         let ns = &id.namespace;

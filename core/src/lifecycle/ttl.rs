@@ -16,9 +16,10 @@ use super::names::SandboxId;
 use super::resources::Kind;
 use super::{manifest, Lifecycle};
 use crate::error::Result;
+use crate::sync::lock;
 
 /// Throttled shutdown-time bookkeeping for one provider.
-pub struct Ttl {
+pub(crate) struct Ttl {
     ttl: Duration,
     interval: Duration,
     last_refresh: Mutex<HashMap<String, Instant>>,
@@ -26,14 +27,14 @@ pub struct Ttl {
 
 impl Ttl {
     /// Backstop of `ttl` after the last activity.
-    pub fn new(ttl: Duration) -> Self {
+    pub(crate) fn new(ttl: Duration) -> Self {
         Ttl { ttl, interval: (ttl / 4).min(Duration::from_secs(60)), last_refresh: Mutex::new(HashMap::new()) }
     }
 
     /// The same with refreshes at most every `interval` instead of
     /// min(ttl / 4, 60 s), when given (a test seam: the hidden option
     /// `__testTtlRefreshMs`, so no test waits out the throttle).
-    pub fn with_refresh_interval(mut self, interval: Option<Duration>) -> Self {
+    pub(crate) fn with_refresh_interval(mut self, interval: Option<Duration>) -> Self {
         if let Some(interval) = interval {
             self.interval = interval.min(self.ttl);
         }
@@ -41,7 +42,7 @@ impl Ttl {
     }
 
     /// `now + ttl` as RFC 3339 (whole seconds).
-    pub fn shutdown_time(&self) -> String {
+    pub(crate) fn shutdown_time(&self) -> String {
         let at = Timestamp::now().as_second() + self.ttl.as_secs() as i64;
         Timestamp::from_second(at).map(|t| t.to_string()).unwrap_or_default()
     }
@@ -49,9 +50,8 @@ impl Ttl {
     /// Whether the shutdown time of `key`, currently `current`, should be moved
     /// now: not when it was moved less than an interval ago by this process,
     /// nor when it is already within an interval of `now + ttl`.
-    pub fn due(&self, key: &str, current: Option<&str>) -> bool {
-        let recent =
-            self.last_refresh.lock().map(|m| m.get(key).is_some_and(|t| t.elapsed() < self.interval)).unwrap_or(false);
+    pub(crate) fn due(&self, key: &str, current: Option<&str>) -> bool {
+        let recent = lock(&self.last_refresh).get(key).is_some_and(|t| t.elapsed() < self.interval);
         if recent {
             return false;
         }
@@ -63,18 +63,15 @@ impl Ttl {
     }
 
     /// Records a refresh of `key` (and forgets entries too old to matter).
-    pub fn mark(&self, key: &str) {
-        if let Ok(mut m) = self.last_refresh.lock() {
-            m.retain(|_, t| t.elapsed() < self.interval);
-            m.insert(key.to_string(), Instant::now());
-        }
+    pub(crate) fn mark(&self, key: &str) {
+        let mut m = lock(&self.last_refresh);
+        m.retain(|_, t| t.elapsed() < self.interval);
+        m.insert(key.to_string(), Instant::now());
     }
 
     /// Forgets `key` (after destroy).
-    pub fn forget(&self, key: &str) {
-        if let Ok(mut m) = self.last_refresh.lock() {
-            m.remove(key);
-        }
+    pub(crate) fn forget(&self, key: &str) {
+        lock(&self.last_refresh).remove(key);
     }
 }
 
@@ -111,7 +108,7 @@ impl Lifecycle {
     /// not one of this provider's sandboxes, or moved by this process less
     /// than an interval ago). Synchronous and cheap, so every call can ask;
     /// marked before the patch is sent, so a burst of calls makes one patch.
-    pub fn touch_due(&self, id: &str) -> Option<Touch> {
+    pub(crate) fn touch_due(&self, id: &str) -> Option<Touch> {
         let ttl = self.ttl.as_ref()?;
         let id = self.own_id(id)?;
         if !ttl.due(&id.to_string(), None) {
@@ -123,13 +120,13 @@ impl Lifecycle {
     }
 
     /// Sends a patch [`Lifecycle::touch_due`] made.
-    pub async fn touch(&self, touch: Touch) -> Result<()> {
+    pub(crate) async fn touch(&self, touch: Touch) -> Result<()> {
         self.patch(touch.kind, &touch.id.namespace, &touch.id.name, &touch.patch).await.map(drop)
     }
 }
 
 /// A TTL move to send (see [`Lifecycle::touch_due`]).
-pub struct Touch {
+pub(crate) struct Touch {
     kind: Kind,
     id: SandboxId,
     patch: Value,

@@ -12,15 +12,15 @@ use tokio::time::Instant;
 use crate::client::AUTH_GRACE;
 use crate::error::{Error, ErrorCode, Result};
 
-pub use crate::client::informer::Latest;
+pub(crate) use crate::client::informer::Latest;
 
 /// Merges tagged watch streams into one.
-pub fn merge<U: Send + 'static>(streams: Vec<BoxStream<'static, Result<U>>>) -> BoxStream<'static, Result<U>> {
+pub(crate) fn merge<U: Send + 'static>(streams: Vec<BoxStream<'static, Result<U>>>) -> BoxStream<'static, Result<U>> {
     stream::select_all(streams).boxed()
 }
 
 /// What a step function decides after a change.
-pub enum Step<T> {
+pub(crate) enum Step<T> {
     /// The wait is over.
     Done(T),
     /// Keep waiting; the text says for what (reported in progress events and
@@ -40,7 +40,7 @@ pub enum Step<T> {
 /// restarts answers them for a moment before its authorizer is ready. `updates` is borrowed so a
 /// watch can go on serving a later wait (connect follows one claim watch
 /// from binding to readiness).
-pub async fn wait<U, T>(
+pub(crate) async fn wait<U, T>(
     updates: &mut BoxStream<'static, Result<U>>,
     deadline: Instant,
     what: &str,

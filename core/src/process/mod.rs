@@ -14,17 +14,19 @@ mod poller;
 mod reader;
 pub mod scripts;
 mod spawn;
-pub mod stream;
+pub(crate) mod stream;
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use follow::{exec_reattached, follow, wait, Followed};
+pub(crate) use follow::Followed;
+pub use follow::{exec_reattached, follow, wait};
 pub(crate) use poller::{Answer, Pollers};
 pub use spawn::spawn;
 pub(crate) use spawn::spawn_with;
-pub use stream::{Cursor, ProcessChunk, ProcessExit, MAX_CAP};
+pub(crate) use stream::Cursor;
+pub use stream::{ProcessChunk, ProcessExit, MAX_CAP};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeaderLine;
@@ -42,9 +44,9 @@ pub const DEFAULT_CAP: u64 = 32 * 1024 * 1024;
 /// wrote into the output files.
 pub const POLL_PAGE: u64 = 8 * 1024 * 1024;
 /// Most processes [`list`] returns; more is `too_large`.
-pub const MAX_LISTED: usize = 1000;
+pub(crate) const MAX_LISTED: usize = 1000;
 /// Most bytes of a command text a listing shows.
-pub const LISTED_COMMAND_BYTES: usize = 64 * 1024;
+pub(crate) const LISTED_COMMAND_BYTES: usize = 64 * 1024;
 /// Most bytes a listing may take in all (1,000 commands of 64 KiB would be
 /// 64 MiB); past it, `too_large`.
 const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
@@ -103,7 +105,7 @@ pub struct ProcessInfo {
     /// Pid of the command's shell in the sandbox.
     pub pid: u32,
     /// The command line (in a listing, at most its first
-    /// [`LISTED_COMMAND_BYTES`] bytes).
+    /// `LISTED_COMMAND_BYTES` bytes).
     pub command: String,
     /// When it started (ms since the epoch, the starter's clock).
     pub started_at_ms: u64,
@@ -124,7 +126,7 @@ pub struct ProcessPoll {
 }
 
 /// Signals [`kill`] accepts.
-pub const SIGNALS: [&str; 9] = ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"];
+pub(crate) const SIGNALS: [&str; 9] = ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "CONT"];
 
 /// What [`kill`] sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +135,7 @@ pub enum Kill {
     /// left (as an exec's timeout does). What `kill()` without a signal does,
     /// as Rivet's helpers expect of it.
     Terminate,
-    /// One signal (one of [`SIGNALS`]), sent to the whole tree.
+    /// One signal (one of `SIGNALS`), sent to the whole tree.
     Signal(&'static str),
 }
 
@@ -169,7 +171,7 @@ fn new_id(started_at_ms: u64) -> String {
 }
 
 /// Checks a process id from a caller: exactly what `new_id` makes.
-pub fn check_id(id: &str) -> Result<()> {
+pub(crate) fn check_id(id: &str) -> Result<()> {
     if id.len() == 20 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(())
     } else {
@@ -178,7 +180,7 @@ pub fn check_id(id: &str) -> Result<()> {
 }
 
 /// Every process the sandbox keeps (running, or exited within the
-/// retention), in start order; `too_large` past [`MAX_LISTED`].
+/// retention), in start order; `too_large` past `MAX_LISTED`.
 pub async fn list(engine: &ExecEngine, target: &ExecTarget, call: &Call) -> Result<Vec<ProcessInfo>> {
     list_matching(engine, target, call, "").await
 }

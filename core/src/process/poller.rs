@@ -25,9 +25,10 @@ use super::stream::ProcessChunk;
 use super::{ProcessPoll, POLL_PAGE};
 use crate::error::Error;
 use crate::exec::{ExecEngine, ExecTarget};
+use crate::sync::lock;
 
 /// A follower nobody polled for this long is stopped.
-pub const IDLE: Duration = Duration::from_secs(30);
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// Most bytes a follower holds for the next poll.
 const HELD_BYTES: usize = 16 * 1024 * 1024;
 
@@ -88,7 +89,7 @@ impl Pollers {
             Some(entry) if after.unwrap_or(0) >= entry.base => entry.clone(),
             _ => return Answer::Read,
         };
-        let mut held = entry.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = lock(&entry.held);
         held.last_poll = Some(Instant::now());
         let after = after.unwrap_or(0);
         while held.chunks.front().is_some_and(|c| c.sequence <= after) {
@@ -152,8 +153,7 @@ impl Pollers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
-        // Only map operations under the lock: a poisoned map is consistent.
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.entries)
     }
 }
 
@@ -165,7 +165,7 @@ async fn run(engine: ExecEngine, target: ExecTarget, id: String, after: Option<u
     let holding = async {
         loop {
             let room = {
-                let held = entry.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let held = lock(&entry.held);
                 let idle = held.last_poll.is_some_and(|t| t.elapsed() > IDLE);
                 if idle {
                     entry.cancel.cancel();
@@ -182,7 +182,7 @@ async fn run(engine: ExecEngine, target: ExecTarget, id: String, after: Option<u
             tokio::select! {
                 chunk = rx.recv() => match chunk {
                     Some(chunk) => {
-                        let mut held = entry.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let mut held = lock(&entry.held);
                         held.bytes += chunk.data.len();
                         held.chunks.push_back(chunk);
                     }
@@ -193,6 +193,6 @@ async fn run(engine: ExecEngine, target: ExecTarget, id: String, after: Option<u
         }
     };
     let (followed, ()) = tokio::join!(following, holding);
-    let mut held = entry.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut held = lock(&entry.held);
     held.ended = Some(followed);
 }

@@ -17,14 +17,14 @@
 //!
 //! The waiter is a detached shell that starts the command with
 //! `AGENT_SANDBOX_RUN=p<id>:` in its environment (the kill marker), waits for
-//! it, writes `x` and then the trailer (see [`crate::exec::trailer`]) into both
+//! it, writes `x` and then the trailer (see `crate::exec::trailer`) into both
 //! FIFOs. A relay per stream copies its FIFO into the file up to the cap and
 //! then discards the rest. Readers resume from byte offsets (see
-//! [`super::stream`]), so any number of them, from any host, see the same
+//! `super::stream`), so any number of them, from any host, see the same
 //! bytes. Exited processes are removed an hour after they exit, or sooner
 //! when more than 64 exited ones are kept.
 //!
-//! Arguments travel as `$1…` (see [`crate::exec::wrapper`]); ids and numbers
+//! Arguments travel as `$1…` (see `crate::exec::wrapper`); ids and numbers
 //! are checked by the caller. All need `mkfifo`, `head`, `cat`, `tail` (GNU:
 //! `-f --pid`), `stat`, `stdbuf`, `touch`, `rm`, `env`, `sleep` from the image.
 

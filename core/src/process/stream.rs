@@ -22,7 +22,7 @@ const BASE: u64 = MAX_CAP + 1;
 
 /// Where a reader stands in a process's two streams.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     /// Bytes of stdout already delivered.
     pub stdout: u64,
     /// Bytes of stderr already delivered.
@@ -31,13 +31,13 @@ pub struct Cursor {
 
 impl Cursor {
     /// The sequence number of this position.
-    pub fn sequence(self) -> u64 {
+    pub(crate) fn sequence(self) -> u64 {
         self.stdout * BASE + self.stderr
     }
 
     /// The position a sequence number stands for; `invalid_request` for
     /// numbers no chunk can carry.
-    pub fn from_sequence(sequence: u64) -> Result<Cursor> {
+    pub(crate) fn from_sequence(sequence: u64) -> Result<Cursor> {
         let cursor = Cursor { stdout: sequence / BASE, stderr: sequence % BASE };
         if cursor.stdout > MAX_CAP {
             return Err(Error::invalid_request(format!("{sequence} is not a sequence number of process output")));

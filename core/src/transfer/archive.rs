@@ -16,25 +16,25 @@ use tar::{EntryType, Header};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Tar's block size.
-pub const BLOCK: usize = 512;
+pub(crate) const BLOCK: usize = 512;
 /// Tar's default record (20 blocks). GNU tar reads a pipe in whole records
 /// (`--read-full-records` is on for stdin), so an archive sent to it ends on
 /// one; else it waits for bytes that never come.
-pub const RECORD: usize = 20 * BLOCK;
+pub(crate) const RECORD: usize = 20 * BLOCK;
 /// The largest GNU long name or PAX record accepted (a path is at most 4095
 /// bytes; PAX may add a few other keys).
-pub const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
 /// Most bytes of symlink names [`Rules`] keep to refuse writes through them.
-pub const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
 /// Longest path Linux system calls take (`PATH_MAX` less its NUL).
-pub const PATH_BYTES: usize = 4095;
+pub(crate) const PATH_BYTES: usize = 4095;
 /// Longest name of one path component (`NAME_MAX`).
-pub const NAME_BYTES: usize = 255;
+pub(crate) const NAME_BYTES: usize = 255;
 
 /// What an entry is. Anything else (devices, FIFOs, sparse or volume
 /// entries) is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A regular file.
     File,
     /// A directory.
@@ -49,7 +49,7 @@ pub enum Kind {
 /// checked (after: `path` relative and normalized, `mode` without setuid and
 /// setgid).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The path as bytes (`a/b/c` once checked; empty is the root itself).
     pub path: Vec<u8>,
     /// Symlink target or hard link source.
@@ -66,7 +66,7 @@ pub struct Entry {
 
 /// What [`Parser::feed`] reports, in archive order.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// An entry starts; its data follows as [`Event::Data`].
     Entry(Entry),
     /// A piece of the current entry's data.
@@ -88,7 +88,7 @@ enum State {
 }
 
 /// A streaming tar parser for GNU, ustar and PAX archives.
-pub struct Parser {
+pub(crate) struct Parser {
     state: State,
     block: Vec<u8>,
     /// The extension record being collected.
@@ -108,7 +108,7 @@ fn malformed(what: impl std::fmt::Display) -> Error {
 impl Parser {
     /// A parser that refuses more than `max_entries` entries or an archive
     /// over `max_bytes` bytes (`too_large`).
-    pub fn new(max_entries: u64, max_bytes: u64) -> Self {
+    pub(crate) fn new(max_entries: u64, max_bytes: u64) -> Self {
         Parser {
             state: State::Header,
             block: Vec::with_capacity(BLOCK),
@@ -122,19 +122,14 @@ impl Parser {
         }
     }
 
-    /// Archive bytes taken so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
     /// Whether the end-of-archive marker (two zero blocks) has been read.
-    pub fn ended(&self) -> bool {
+    pub(crate) fn ended(&self) -> bool {
         matches!(self.state, State::End)
     }
 
     /// Fails unless the archive ended properly: a stream cut short must not
     /// pass for a shorter tree.
-    pub fn finish(&self) -> Result<()> {
+    pub(crate) fn finish(&self) -> Result<()> {
         if self.ended() {
             Ok(())
         } else {
@@ -145,7 +140,7 @@ impl Parser {
     /// Takes the next bytes; `on_event` gets entries and data as they
     /// complete. An `Err` (from the archive or from `on_event`) leaves the
     /// parser unusable.
-    pub fn feed(&mut self, mut data: &[u8], on_event: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
+    pub(crate) fn feed(&mut self, mut data: &[u8], on_event: &mut impl FnMut(Event<'_>) -> Result<()>) -> Result<()> {
         self.bytes += data.len() as u64;
         if self.bytes > self.max_bytes {
             return Err(Error::new(
@@ -321,7 +316,7 @@ fn c_string(record: &[u8]) -> Vec<u8> {
 }
 
 /// A name for messages: escaped, at most 200 characters.
-pub fn shown(path: &[u8]) -> String {
+pub(crate) fn shown(path: &[u8]) -> String {
     let text: String = path.escape_ascii().to_string();
     if text.len() > 200 {
         format!("{:?}…", &text[..text.char_indices().nth(200).map_or(text.len(), |(i, _)| i)])
@@ -333,7 +328,7 @@ pub fn shown(path: &[u8]) -> String {
 /// The rules every entry passes before it is sent to the sandbox or
 /// written locally. `refuse` is the code of a refusal (`invalid_request` for
 /// what the caller sends, `invalid_state` for what a sandbox sends).
-pub struct Rules {
+pub(crate) struct Rules {
     refuse: ErrorCode,
     /// Symlinks the archive made (checked paths); nothing may be written
     /// through them.
@@ -343,7 +338,7 @@ pub struct Rules {
 
 impl Rules {
     /// Rules whose refusals carry `refuse`.
-    pub fn new(refuse: ErrorCode) -> Self {
+    pub(crate) fn new(refuse: ErrorCode) -> Self {
         Rules { refuse, symlinks: HashSet::new(), symlink_bytes: 0 }
     }
 
@@ -356,7 +351,7 @@ impl Rules {
     /// names Linux cannot hold, symlinks whose target leaves the tree, hard
     /// links to outside or to a symlink, and anything under a symlink the
     /// archive made. Drops setuid and setgid.
-    pub fn check(&mut self, entry: &mut Entry) -> Result<bool> {
+    pub(crate) fn check(&mut self, entry: &mut Entry) -> Result<bool> {
         let raw = std::mem::take(&mut entry.path);
         entry.path = self.normalize(&raw)?;
         if entry.path.is_empty() {
@@ -457,7 +452,7 @@ impl Rules {
 /// The header block(s) of a checked entry: a GNU long name (`L`) and long
 /// link (`K`) record first when they do not fit the 100-byte fields.
 /// Ownership is not carried (uid and gid 0, no names).
-pub fn encode_header(entry: &Entry, out: &mut Vec<u8>) {
+pub(crate) fn encode_header(entry: &Entry, out: &mut Vec<u8>) {
     let mut path = entry.path.clone();
     if entry.kind == Kind::Directory {
         path.push(b'/');
@@ -503,13 +498,13 @@ fn long_record(kind: u8, name: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Zero padding after `size` data bytes of an entry.
-pub fn encode_padding(size: u64, out: &mut Vec<u8>) {
+pub(crate) fn encode_padding(size: u64, out: &mut Vec<u8>) {
     out.resize(out.len() + padding(size), 0);
 }
 
 /// The end-of-archive marker, padded so the whole archive (`written`
 /// bytes before it) fills whole records.
-pub fn encode_end(written: u64, out: &mut Vec<u8>) {
+pub(crate) fn encode_end(written: u64, out: &mut Vec<u8>) {
     let total = written + 2 * BLOCK as u64;
     let records = total.div_ceil(RECORD as u64);
     out.resize(out.len() + (records * RECORD as u64 - written) as usize, 0);

@@ -16,12 +16,12 @@ use crate::error::{Error, ErrorCode, Result};
 /// Bytes read from a local file at once.
 const READ_BYTES: usize = 256 * 1024;
 
-fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
     let code = match e.kind() {
         std::io::ErrorKind::NotFound => ErrorCode::NotFound,
         _ => ErrorCode::Internal,
     };
-    Error::new(code, format!("{what} {:?}: {e}", path.display().to_string()))
+    Error::new(code, format!("{what} {:?}: {e}", path.display().to_string())).with_source(e)
 }
 
 /// Walks the tree under `root` (a directory, followed if a symlink) in
@@ -30,11 +30,11 @@ fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
 /// checked entry and its local path. FIFOs, sockets and devices are
 /// `invalid_request`.
 #[cfg(unix)]
-pub fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) -> Result<()>) -> Result<Totals> {
+pub(crate) fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) -> Result<()>) -> Result<Totals> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
-    let meta = std::fs::metadata(root).map_err(|e| io_error("upload source", root, &e))?;
+    let meta = std::fs::metadata(root).map_err(|e| io_error("upload source", root, e))?;
     if !meta.is_dir() {
         return Err(Error::invalid_request(format!(
             "upload source {:?} is not a directory",
@@ -49,14 +49,14 @@ pub fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) ->
     let mut stack = vec![(root.to_path_buf(), Vec::new())];
     while let Some((path, name)) = stack.pop() {
         let meta = if name.is_empty() { Ok(meta.clone()) } else { std::fs::symlink_metadata(&path) }
-            .map_err(|e| io_error("cannot read", &path, &e))?;
+            .map_err(|e| io_error("cannot read", &path, e))?;
         let kind = meta.file_type();
         let (kind, link) = if kind.is_dir() {
             (Kind::Directory, Vec::new())
         } else if kind.is_file() {
             (Kind::File, Vec::new())
         } else if kind.is_symlink() {
-            let target = std::fs::read_link(&path).map_err(|e| io_error("cannot read the symlink", &path, &e))?;
+            let target = std::fs::read_link(&path).map_err(|e| io_error("cannot read the symlink", &path, e))?;
             (Kind::Symlink, target.into_os_string().into_vec())
         } else {
             let what = if kind.is_fifo() {
@@ -98,10 +98,10 @@ pub fn walk(root: &Path, limits: Limits, visit: &mut dyn FnMut(&Entry, &Path) ->
         }
         if kind == Kind::Directory {
             let mut children: Vec<_> = std::fs::read_dir(&path)
-                .map_err(|e| io_error("cannot list", &path, &e))?
+                .map_err(|e| io_error("cannot list", &path, e))?
                 .map(|c| c.map(|c| c.file_name()))
                 .collect::<std::io::Result<_>>()
-                .map_err(|e| io_error("cannot list", &path, &e))?;
+                .map_err(|e| io_error("cannot list", &path, e))?;
             children.sort();
             for child in children.into_iter().rev() {
                 let mut child_name = name.clone();
@@ -123,7 +123,7 @@ pub fn walk(_: &Path, _: Limits, _: &mut dyn FnMut(&Entry, &Path) -> Result<()>)
 
 /// Sends the tree under `root` through `framer`, re-encoded: a blocking
 /// thread walks and reads it, a bounded channel carries the pieces.
-pub async fn send_tree(root: PathBuf, limits: Limits, framer: &mut Framer) -> Result<Totals> {
+pub(crate) async fn send_tree(root: PathBuf, limits: Limits, framer: &mut Framer) -> Result<Totals> {
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let walker = tokio::task::spawn_blocking(move || {
         let mut header = Vec::new();
@@ -148,12 +148,12 @@ pub async fn send_tree(root: PathBuf, limits: Limits, framer: &mut Framer) -> Re
 /// file that shrank since it was walked fails (its archive would lie).
 fn send_file(path: &Path, size: u64, send: &dyn Fn(Bytes) -> Result<()>) -> Result<()> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| io_error("cannot open", path, &e))?;
+    let file = std::fs::File::open(path).map_err(|e| io_error("cannot open", path, e))?;
     let mut file = file.take(size);
     let mut left = size;
     while left > 0 {
         let mut buf = vec![0u8; READ_BYTES.min(left as usize)];
-        let n = file.read(&mut buf).map_err(|e| io_error("cannot read", path, &e))?;
+        let n = file.read(&mut buf).map_err(|e| io_error("cannot read", path, e))?;
         if n == 0 {
             return Err(Error::new(
                 ErrorCode::InvalidState,
@@ -177,7 +177,7 @@ fn send_file(path: &Path, size: u64, send: &dyn Fn(Bytes) -> Result<()>) -> Resu
 /// below the target, whoever made it. Directories get their modes at the
 /// end (a read-only one would refuse its own contents).
 #[cfg(unix)]
-pub struct Extractor {
+pub(crate) struct Extractor {
     root: PathBuf,
     parser: Parser,
     rules: Rules,
@@ -189,8 +189,8 @@ pub struct Extractor {
 #[cfg(unix)]
 impl Extractor {
     /// Creates `root` if missing.
-    pub fn new(root: &Path, limits: Limits) -> Result<Self> {
-        std::fs::create_dir_all(root).map_err(|e| io_error("cannot create", root, &e))?;
+    pub(crate) fn new(root: &Path, limits: Limits) -> Result<Self> {
+        std::fs::create_dir_all(root).map_err(|e| io_error("cannot create", root, e))?;
         Ok(Extractor {
             root: root.to_path_buf(),
             parser: Parser::new(limits.max_entries, limits.max_bytes),
@@ -202,7 +202,7 @@ impl Extractor {
     }
 
     /// Takes the next archive bytes.
-    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<()> {
         let Extractor { root, parser, rules, file, dirs, totals } = self;
         parser.feed(data, &mut |event| match event {
             Event::Entry(entry) => {
@@ -217,7 +217,8 @@ impl Extractor {
             Event::Data(piece) => {
                 use std::io::Write;
                 if let Some(f) = file.as_mut() {
-                    f.write_all(piece).map_err(|e| Error::internal(format!("cannot write a downloaded file: {e}")))?;
+                    f.write_all(piece)
+                        .map_err(|e| Error::internal(format!("cannot write a downloaded file: {e}")).with_source(e))?;
                 }
                 Ok(())
             }
@@ -225,12 +226,12 @@ impl Extractor {
     }
 
     /// Checks the archive's end and gives directories their modes.
-    pub fn finish(self) -> Result<Totals> {
+    pub(crate) fn finish(self) -> Result<Totals> {
         use std::os::unix::fs::PermissionsExt;
         self.parser.finish().map_err(|e| Error::new(ErrorCode::ConnectionLost, e.message))?;
         for (dir, mode) in self.dirs.iter().rev() {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(*mode))
-                .map_err(|e| io_error("cannot set the mode of", dir, &e))?;
+                .map_err(|e| io_error("cannot set the mode of", dir, e))?;
         }
         Ok(self.totals)
     }
@@ -266,7 +267,7 @@ fn place(root: &Path, path: &[u8]) -> Result<PathBuf> {
                 ),
                 ))
             }
-            Err(_) => std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, &e))?,
+            Err(_) => std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, e))?,
         }
     }
     Ok(at)
@@ -284,7 +285,7 @@ fn clear(at: &Path, keep_dir: bool) -> Result<bool> {
                 Err(Error::new(ErrorCode::InvalidState, format!("{:?} is a directory", at.display().to_string())))
             }
         }
-        Ok(_) => std::fs::remove_file(at).map(|()| false).map_err(|e| io_error("cannot replace", at, &e)),
+        Ok(_) => std::fs::remove_file(at).map(|()| false).map_err(|e| io_error("cannot replace", at, e)),
         Err(_) => Ok(false),
     }
 }
@@ -298,7 +299,7 @@ fn create(root: &Path, entry: &Entry, dirs: &mut Vec<(PathBuf, u32)>) -> Result<
     match entry.kind {
         Kind::Directory => {
             if !clear(&at, true)? {
-                std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, &e))?;
+                std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, e))?;
             }
             dirs.push((at, entry.mode));
             Ok(None)
@@ -311,15 +312,15 @@ fn create(root: &Path, entry: &Entry, dirs: &mut Vec<(PathBuf, u32)>) -> Result<
                 .create_new(true)
                 .mode(0o600)
                 .open(&at)
-                .map_err(|e| io_error("cannot create", &at, &e))?;
+                .map_err(|e| io_error("cannot create", &at, e))?;
             file.set_permissions(std::fs::Permissions::from_mode(entry.mode))
-                .map_err(|e| io_error("cannot set the mode of", &at, &e))?;
+                .map_err(|e| io_error("cannot set the mode of", &at, e))?;
             Ok(Some(file))
         }
         Kind::Symlink => {
             clear(&at, false)?;
             std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&entry.link), &at)
-                .map_err(|e| io_error("cannot create", &at, &e))?;
+                .map_err(|e| io_error("cannot create", &at, e))?;
             Ok(None)
         }
         Kind::HardLink => {
@@ -338,7 +339,7 @@ fn create(root: &Path, entry: &Entry, dirs: &mut Vec<(PathBuf, u32)>) -> Result<
                 }
             }
             clear(&at, false)?;
-            std::fs::hard_link(&source, &at).map_err(|e| io_error("cannot create", &at, &e))?;
+            std::fs::hard_link(&source, &at).map_err(|e| io_error("cannot create", &at, e))?;
             Ok(None)
         }
     }

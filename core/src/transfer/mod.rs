@@ -4,26 +4,26 @@
 //!
 //! Every archive is hostile until checked, wherever it comes from: the
 //! caller's (upload) or the sandbox's (download to a local directory). The
-//! rules live in [`archive::Rules`] and apply in one place for each
+//! rules live in `archive::Rules` and apply in one place for each
 //! direction:
 //! - **upload**: the source's entries pass the rules and are re-encoded
-//!   ([`archive::encode_header`]); the in-pod `tar` only ever sees that
+//!   (`archive::encode_header`); the in-pod `tar` only ever sees that
 //!   re-encoding, so it cannot meet an absolute name, `..`, a device or a
 //!   link out, whatever the source held. A local directory or bytes are
 //!   checked whole before anything runs; a stream is checked as it comes,
 //!   and a refusal stops the transfer (kills the in-pod `tar`) with what
 //!   came before it extracted.
 //! - **download**: the in-pod `tar`'s output is parsed as it streams
-//!   ([`archive::Parser`]: structure, caps, the end marker), and extracted
-//!   locally by [`local::Extractor`] under the rules, never following a
+//!   (`archive::Parser`: structure, caps, the end marker), and extracted
+//!   locally by `local::Extractor` under the rules, never following a
 //!   symlink.
 //!
 //! A transfer is not atomic: a failure or abort leaves what was extracted
 //! before it.
 
-pub mod archive;
-pub mod local;
-pub mod scripts;
+mod archive;
+mod local;
+mod scripts;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
@@ -42,7 +42,7 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
 /// Archive bytes per stdin frame; the in-pod script starts one `head -c`
 /// for each.
-pub const FRAME_BYTES: usize = 1024 * 1024;
+pub(crate) const FRAME_BYTES: usize = 1024 * 1024;
 /// Frames (or output chunks) in flight between a producer and the exec.
 const DEPTH: usize = 4;
 /// Stderr kept for error messages.
@@ -76,7 +76,7 @@ pub struct Totals {
 
 impl Totals {
     /// Counts a checked entry.
-    pub fn count(&mut self, entry: &Entry) {
+    pub(crate) fn count(&mut self, entry: &Entry) {
         match entry.kind {
             Kind::Directory => self.directories += 1,
             _ => self.files += 1,
@@ -96,7 +96,7 @@ pub enum Source {
 }
 
 /// Checks `path` as the file calls do, then `exclude` patterns (no NUL, no
-/// newline): what [`download`] refuses before anything runs, for callers
+/// newline): what `download` refuses before anything runs, for callers
 /// that want the refusal before they hand out a stream.
 pub fn check_args(path: &str, exclude: &[String]) -> Result<()> {
     crate::files::check_path(path)?;
@@ -119,7 +119,7 @@ pub fn check_args(path: &str, exclude: &[String]) -> Result<()> {
 /// `limits` is `too_large`; a consumer that drops `out` or a cancelled
 /// `cancel` is `aborted`; all three kill the in-pod `tar`. Counts what the
 /// archive held.
-pub async fn download(
+pub(crate) async fn download(
     engine: &ExecEngine,
     target: &ExecTarget,
     cancel: &CancellationToken,
@@ -156,7 +156,7 @@ pub async fn download(
 /// entry is `invalid_state` and stops the transfer (what came before it
 /// stays).
 #[allow(clippy::too_many_arguments)]
-pub async fn download_to(
+pub(crate) async fn download_to(
     engine: &ExecEngine,
     target: &ExecTarget,
     cancel: &CancellationToken,
@@ -190,7 +190,7 @@ pub async fn download_to(
 /// refused entry is `invalid_request` with nothing run. A stream is checked
 /// as it comes: a refusal stops the transfer with what came before it
 /// extracted.
-pub async fn upload(
+pub(crate) async fn upload(
     engine: &ExecEngine,
     target: &ExecTarget,
     cancel: &CancellationToken,
@@ -344,7 +344,7 @@ impl Sink for UploadSink {
 
 /// Cuts an archive into the frames `upload.sh` reads: `<length>\n` then the
 /// bytes, `0\n` at the end.
-pub struct Framer {
+pub(crate) struct Framer {
     frames: mpsc::Sender<Bytes>,
     buffer: BytesMut,
     written: u64,
@@ -355,13 +355,8 @@ impl Framer {
         Framer { frames, buffer: BytesMut::with_capacity(FRAME_BYTES + 32), written: 0 }
     }
 
-    /// Archive bytes so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
     /// Appends archive bytes; sends a frame whenever one is full.
-    pub async fn push(&mut self, mut data: &[u8]) -> Result<()> {
+    pub(crate) async fn push(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
             if self.buffer.is_empty() {
                 self.buffer.extend_from_slice(format!("{FRAME_BYTES:>7}\n").as_bytes());

@@ -5,17 +5,17 @@
 //! scripts' (`files::scripts`); the rest are below.
 
 /// The image has no `tar`.
-pub const NO_TAR: i32 = 97;
+pub(crate) const NO_TAR: i32 = 97;
 /// `overwrite: false` and the directory is not empty.
-pub const NOT_EMPTY: i32 = 98;
+pub(crate) const NOT_EMPTY: i32 = 98;
 /// `exclude` was given and the image's `tar` has no `--exclude` (BusyBox).
-pub const NO_EXCLUDE: i32 = 99;
+pub(crate) const NO_EXCLUDE: i32 = 99;
 
 /// Env `transfer_dir`, `transfer_overwrite`; stdin the framed archive
 /// (see [`super::Framer`]). Creates the directory and extracts into it with
 /// the image's `tar`.
-pub const UPLOAD: &str = in_pod_script!("transfer/sh/upload.sh");
+pub(crate) const UPLOAD: &str = in_pod_script!("transfer/sh/upload.sh");
 
 /// Env `transfer_dir`, `transfer_excludes` (one pattern a line). Writes the
 /// directory's tree to stdout as a tar archive.
-pub const DOWNLOAD: &str = in_pod_script!("transfer/sh/download.sh");
+pub(crate) const DOWNLOAD: &str = in_pod_script!("transfer/sh/download.sh");

@@ -22,10 +22,10 @@ use parse::{cfs_quota, cpu_max, keyed, max_or_number, number, v1_memory_limit, R
 /// `$1` directory of the disk figures, `$2` seconds between two CPU
 /// readings (empty: one). Prints the cgroup version and readings of files
 /// (see the script); exit [`MISSING_TOOL`] with the tool's name.
-pub const USAGE: &str = in_pod_script!("usage/sh/usage.sh");
+pub(crate) const USAGE: &str = in_pod_script!("usage/sh/usage.sh");
 
 /// A tool the script needs is not in the image; stdout names it.
-pub const MISSING_TOOL: i32 = 97;
+pub(crate) const MISSING_TOOL: i32 = 97;
 
 /// Most bytes the script may print (its files are a few KiB).
 const MAX_OUTPUT: usize = 64 * 1024;
@@ -69,7 +69,7 @@ pub struct Usage {
 /// reported. `unsupported` when the image lacks a tool or the runtime shows no
 /// cgroup file the result needs (the message names it); `internal`, naming
 /// the file, when one holds what no kernel writes.
-pub async fn usage(
+pub(crate) async fn usage(
     engine: &ExecEngine,
     target: &ExecTarget,
     call: &Call,

@@ -27,7 +27,7 @@ impl Source {
 /// One reading: when it was taken, and each file's content (`None`: it
 /// could not be read), in the order printed.
 #[derive(Debug, Default, PartialEq)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// `date +%s%N` in the sandbox, as printed.
     pub time: String,
     /// `(path, content)`.
@@ -37,7 +37,7 @@ pub struct Reading {
 impl Reading {
     /// The file whose path ends with `/name` (or is `name`) and its content
     /// (`None`: it could not be read); `None` when it was not printed.
-    pub fn file(&self, name: &str) -> Option<(&str, Option<&str>)> {
+    pub(crate) fn file(&self, name: &str) -> Option<(&str, Option<&str>)> {
         self.files
             .iter()
             .find(|(path, _)| path == name || path.strip_suffix(name).is_some_and(|p| p.ends_with('/')))
@@ -46,7 +46,7 @@ impl Reading {
 
     /// The content of a file the result needs: `unsupported` naming it when
     /// it could not be read (or was not printed at all).
-    pub fn required(&self, name: &str) -> Result<(&str, &str)> {
+    pub(crate) fn required(&self, name: &str) -> Result<(&str, &str)> {
         match self.file(name) {
             Some((path, Some(content))) => Ok((path, content)),
             Some((path, None)) => Err(unreadable(path)),
@@ -56,7 +56,7 @@ impl Reading {
 
     /// The content of a limit's file; `None` when the cgroup has none (the
     /// root cgroup has no `memory.max`, a hierarchy may be missing).
-    pub fn optional(&self, name: &str) -> Option<(&str, &str)> {
+    pub(crate) fn optional(&self, name: &str) -> Option<(&str, &str)> {
         match self.file(name) {
             Some((path, Some(content))) => Some((path, content)),
             _ => None,
@@ -64,7 +64,7 @@ impl Reading {
     }
 
     /// Nanoseconds since the epoch at this reading.
-    pub fn time_ns(&self) -> Result<u128> {
+    pub(crate) fn time_ns(&self) -> Result<u128> {
         digits(&self.time).ok_or_else(|| malformed("the output of `date +%s%N`", &self.time))
     }
 }
@@ -81,13 +81,13 @@ fn unreadable(path: &str) -> Error {
 }
 
 /// `internal`, naming the file and showing the head of what it holds.
-pub fn malformed(what: &str, content: &str) -> Error {
+pub(crate) fn malformed(what: &str, content: &str) -> Error {
     let head: String = content.chars().take(80).collect();
     Error::internal(format!("usage: {what} holds {}, not what the kernel writes there", quoted(&head)))
 }
 
 /// Splits the script's output into the cgroup version and its readings.
-pub fn parse_output(out: &str) -> Result<(Source, Vec<Reading>)> {
+pub(crate) fn parse_output(out: &str) -> Result<(Source, Vec<Reading>)> {
     let mut lines = out.lines();
     let source = match lines.next() {
         Some("cgroup2") => Source::Cgroup2,
@@ -121,12 +121,12 @@ pub fn parse_output(out: &str) -> Result<(Source, Vec<Reading>)> {
 }
 
 /// A file holding one unsigned number (`memory.current`, `pids.current`).
-pub fn number(path: &str, content: &str) -> Result<u64> {
+pub(crate) fn number(path: &str, content: &str) -> Result<u64> {
     digits(content.trim()).and_then(|n| u64::try_from(n).ok()).ok_or_else(|| malformed(path, content))
 }
 
 /// v2 `memory.max`, `pids.max`, v1 `pids.max`: `max` or a number.
-pub fn max_or_number(path: &str, content: &str) -> Result<Option<u64>> {
+pub(crate) fn max_or_number(path: &str, content: &str) -> Result<Option<u64>> {
     match content.trim() {
         "max" => Ok(None),
         _ => number(path, content).map(Some),
@@ -135,13 +135,13 @@ pub fn max_or_number(path: &str, content: &str) -> Result<Option<u64>> {
 
 /// v1 `memory.limit_in_bytes`: "no limit" is the largest page-aligned value
 /// (`9223372036854771712` with 4 KiB pages), anything from 2^62 up.
-pub fn v1_memory_limit(path: &str, content: &str) -> Result<Option<u64>> {
+pub(crate) fn v1_memory_limit(path: &str, content: &str) -> Result<Option<u64>> {
     number(path, content).map(|n| (n < 1 << 62).then_some(n))
 }
 
 /// The value of `key` in a flat keyed file (`cpu.stat`, `memory.stat`,
 /// `memory.events`, v1 `memory.oom_control`): lines of `<key> <value>`.
-pub fn keyed(path: &str, content: &str, key: &str) -> Result<u64> {
+pub(crate) fn keyed(path: &str, content: &str, key: &str) -> Result<u64> {
     let line = content.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then_some(v)
@@ -153,7 +153,7 @@ pub fn keyed(path: &str, content: &str, key: &str) -> Result<u64> {
 }
 
 /// v2 `cpu.max`: `<quota|max> <period>` → cores, `None` for `max`.
-pub fn cpu_max(path: &str, content: &str) -> Result<Option<f64>> {
+pub(crate) fn cpu_max(path: &str, content: &str) -> Result<Option<f64>> {
     let mut words = content.split_whitespace();
     let (Some(quota), Some(period), None) = (words.next(), words.next(), words.next()) else {
         return Err(malformed(path, content));
@@ -166,7 +166,7 @@ pub fn cpu_max(path: &str, content: &str) -> Result<Option<f64>> {
 }
 
 /// v1 `cpu.cfs_quota_us` (`-1`: no limit) over `cpu.cfs_period_us`.
-pub fn cfs_quota(quota_path: &str, quota: &str, period_path: &str, period: &str) -> Result<Option<f64>> {
+pub(crate) fn cfs_quota(quota_path: &str, quota: &str, period_path: &str, period: &str) -> Result<Option<f64>> {
     if quota.trim() == "-1" {
         return Ok(None);
     }
@@ -180,7 +180,7 @@ fn cores(quota: u64, period: u64) -> Option<f64> {
 
 /// `stat -f -c '%S %b %f'` of the filesystem holding cwd: `(used, total)`
 /// bytes as `df` counts them (used = total − free).
-pub fn disk(content: &str) -> Result<(u64, u64)> {
+pub(crate) fn disk(content: &str) -> Result<(u64, u64)> {
     let bad = || malformed("the output of `stat -f` (disk)", content);
     let n: Vec<u64> =
         content.split_whitespace().map(|w| number("disk", w)).collect::<Result<_>>().map_err(|_| bad())?;

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use sandbox_core::exec::{Completion, ExecEngine, ExecTarget, OutputChunk, Release, Runtime, Stdin, Stream};
-use sandbox_core::{Error, ErrorCode, Result};
+use sandbox_core::testing::{Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin};
+use sandbox_core::{Error, ErrorCode, OutputChunk, Result, Stream};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Runs argv locally with `TMPDIR` set to its own directory.
-pub struct LocalRuntime {
+pub(crate) struct LocalRuntime {
     tmpdir: PathBuf,
     /// The program and arguments that stand for `/bin/sh` (dash here;
     /// `bash --posix` where an image's `/bin/sh` is bash).
@@ -41,7 +41,7 @@ pub struct LocalRuntime {
 
 impl LocalRuntime {
     /// A runtime whose commands see `TMPDIR=<tmpdir>`.
-    pub fn new(tmpdir: &Path) -> Self {
+    pub(crate) fn new(tmpdir: &Path) -> Self {
         LocalRuntime {
             tmpdir: tmpdir.to_owned(),
             shell: vec!["/bin/sh".into()],
@@ -51,19 +51,19 @@ impl LocalRuntime {
     }
 
     /// A counter of the sessions this runtime starts.
-    pub fn runs(&self) -> Arc<AtomicUsize> {
+    pub(crate) fn runs(&self) -> Arc<AtomicUsize> {
         self.runs.clone()
     }
 
     /// The same runtime running the scripts with `shell` instead of `/bin/sh`.
-    pub fn with_shell(mut self, shell: &[&str]) -> Self {
+    pub(crate) fn with_shell(mut self, shell: &[&str]) -> Self {
         self.shell = shell.iter().map(|s| (*s).to_owned()).collect();
         self
     }
 
     /// A handle that makes the next `n` sessions with output drop their
     /// connection after the first chunk.
-    pub fn cutter(&self) -> Arc<AtomicUsize> {
+    pub(crate) fn cutter(&self) -> Arc<AtomicUsize> {
         self.cut.clone()
     }
 }
@@ -71,7 +71,7 @@ impl LocalRuntime {
 /// A fresh directory under the system temp dir, removed by the OS eventually,
 /// with the `shm/` a [`LocalRuntime`] uses for `/dev/shm` (which every
 /// container runtime provides).
-pub fn scratch(label: &str) -> PathBuf {
+pub(crate) fn scratch(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "asb-{label}-{}-{}",
         std::process::id(),
@@ -82,13 +82,13 @@ pub fn scratch(label: &str) -> PathBuf {
 }
 
 /// An engine over a [`LocalRuntime`] in a fresh TMPDIR; returns the dir too.
-pub fn local_engine(label: &str) -> (ExecEngine, PathBuf) {
+pub(crate) fn local_engine(label: &str) -> (ExecEngine, PathBuf) {
     let dir = scratch(label);
     (ExecEngine::with_runtime(Box::new(LocalRuntime::new(&dir)), 64), dir)
 }
 
 /// Like [`local_engine`], with the runtime's connection cutter.
-pub fn cuttable_engine(label: &str) -> (ExecEngine, PathBuf, Arc<AtomicUsize>) {
+pub(crate) fn cuttable_engine(label: &str) -> (ExecEngine, PathBuf, Arc<AtomicUsize>) {
     let dir = scratch(label);
     let runtime = LocalRuntime::new(&dir);
     let cut = runtime.cutter();
@@ -96,14 +96,14 @@ pub fn cuttable_engine(label: &str) -> (ExecEngine, PathBuf, Arc<AtomicUsize>) {
 }
 
 /// The target a local engine ignores.
-pub fn target() -> &'static ExecTarget {
+pub(crate) fn target() -> &'static ExecTarget {
     static TARGET: std::sync::LazyLock<ExecTarget> =
         std::sync::LazyLock::new(|| ExecTarget { namespace: "local".into(), pod: "local".into(), container: None });
     &TARGET
 }
 
 /// Whether a local process is alive (not a zombie).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => !matches!(stat.rsplit(") ").next().and_then(|s| s.chars().next()), Some('Z' | 'X')),
         Err(_) => false,
@@ -113,11 +113,11 @@ pub fn alive(pid: u32) -> bool {
 /// How long a test waits for something that happens in milliseconds when
 /// it works: only a hang (or broken behaviour) waits this out, however loaded
 /// the machine.
-pub const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+pub(crate) const HANG: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Waits until `done()` holds, checking every 20 ms; panics with `what` after
 /// [`HANG`].
-pub async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + HANG;
     while !done() {
         assert!(std::time::Instant::now() < deadline, "still waiting after {HANG:?}: {what}");
@@ -128,12 +128,12 @@ pub async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// Waits until none of `pids` is alive: the negative checks of a kill look
 /// only after this, so a slow machine cannot make them pass before the
 /// killed tree would have acted.
-pub async fn wait_gone(pids: &[u32]) {
+pub(crate) async fn wait_gone(pids: &[u32]) {
     wait_until(&format!("pids {pids:?} to be gone"), || pids.iter().all(|&p| !alive(p))).await;
 }
 
 /// The numbers in `text` (pids a command printed).
-pub fn pids_in(text: &[u8]) -> Vec<u32> {
+pub(crate) fn pids_in(text: &[u8]) -> Vec<u32> {
     String::from_utf8_lossy(text).split_whitespace().filter_map(|w| w.parse().ok()).collect()
 }
 

@@ -2,11 +2,10 @@
 //! constant that holds it as sent. `shell_scripts.rs` checks that this list
 //! and the `.sh` files agree.
 
-use sandbox_core::exec::{kill, wrapper};
-use sandbox_core::{files, process};
+use sandbox_core::testing::{files, kill, process, wrapper};
 
 /// `(source path under core/src/, text sent)` for every script.
-pub fn sent_scripts() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn sent_scripts() -> Vec<(&'static str, &'static str)> {
     vec![
         ("exec/sh/wrapper.sh", wrapper::WRAPPER),
         ("exec/sh/kill.sh", kill::KILL),
