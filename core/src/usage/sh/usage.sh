@@ -12,7 +12,7 @@
 # fails). Nothing here interprets a number: usage/parse.rs does. Exit 97 with
 # a tool's name when the image lacks it.
 #
-# minify: cgroup_root=R cgroup_dir=D cpu_file=C cgroup_files=L section_name=K section_out=V sample_wait=W disk_dir=P cgroup_file=F file_line=N
+# minify: cgroup_root=R cgroup_dir=D cpu_file=C cgroup_files=L section_name=K section_out=V sample_wait=W disk_dir=P cgroup_file=F file_line=Z
 
 sample_wait=$2
 for tool in date stat ${sample_wait:+sleep}; do
