@@ -275,6 +275,12 @@ where
         }
     }
 
+    /// The object by GET (404 → `None`), whatever the cache holds: for a
+    /// verdict that must not wait for the watch to catch up.
+    pub async fn get(&self, name: &str) -> Result<Option<K>> {
+        self.shared.source.get(name).await
+    }
+
     /// The object's states, fresh only (see the module doc), and the watch's
     /// errors: the same stream a per-object watch yields, from the shared
     /// watch. `uid`: only that object counts (one this provider just

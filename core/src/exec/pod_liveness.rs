@@ -19,6 +19,7 @@ pub(crate) struct PodWatches {
 
 /// A subscription to one target's pod, with its verdict.
 pub(crate) struct PodWatch {
+    pods: Informer<Pod>,
     subscription: Subscription<Pod>,
     tracker: Tracker,
     target: ExecTarget,
@@ -32,7 +33,12 @@ impl PodWatches {
 
     /// Subscribes to the target's pod (starting the shared watch if needed).
     pub(crate) fn subscribe(&self, target: &ExecTarget) -> PodWatch {
-        PodWatch { subscription: self.pods.subscribe(&target.pod), tracker: Tracker::default(), target: target.clone() }
+        PodWatch {
+            pods: self.pods.clone(),
+            subscription: self.pods.subscribe(&target.pod),
+            tracker: Tracker::default(),
+            target: target.clone(),
+        }
     }
 }
 
@@ -50,12 +56,33 @@ impl PodWatch {
     }
 
     /// The reason, if the watch has already seen the pod go.
-    pub(crate) fn gone_now(&mut self) -> Option<String> {
+    fn gone_now(&mut self) -> Option<String> {
         let reason = match self.subscription.now()? {
             Seen::Present(pod) => self.tracker.observe(Some(&pod)),
             Seen::Absent => self.tracker.observe(None),
         }?;
-        Some(format!("pod {:?} in namespace {:?} {reason}", self.target.pod, self.target.namespace))
+        Some(self.because(reason))
+    }
+
+    /// For an exec the node ended with a signal: the reason, if its pod is
+    /// going or gone. The node kills a deleted pod's processes on the same
+    /// event the watch delivers, so the watch may not have it yet (or may be
+    /// re-listing after an outage): without its verdict, one GET decides. A
+    /// 404 counts as deleted even for a pod the watch never showed, since
+    /// the exec ran in it. A failed GET is no verdict.
+    pub(crate) async fn gone_after_signal(&mut self) -> Option<String> {
+        if let Some(reason) = self.gone_now() {
+            return Some(reason);
+        }
+        let reason = match self.pods.get(&self.target.pod).await.ok()? {
+            Some(pod) => self.tracker.observe(Some(&pod))?,
+            None => "was deleted",
+        };
+        Some(self.because(reason))
+    }
+
+    fn because(&self, reason: &str) -> String {
+        format!("pod {:?} in namespace {:?} {reason}", self.target.pod, self.target.namespace)
     }
 }
 

@@ -244,10 +244,10 @@ impl Runtime for PodExecRuntime {
             };
             match driven? {
                 // A node that kills the pod's processes on deletion ends
-                // the exec with a signal status; if the watch has seen the
-                // deletion by then, that is what happened.
+                // the exec with a signal status: if the pod is going or
+                // gone, that is what happened.
                 Driven::Ended(Completion::Exited(code)) if code >= 128 => {
-                    watch.gone_now().map_or(Ok(Completion::Exited(code)), |r| Err(lost(r)))
+                    watch.gone_after_signal().await.map_or(Ok(Completion::Exited(code)), |r| Err(lost(r)))
                 }
                 Driven::Ended(completion) => Ok(completion),
                 Driven::Released { session, drain } => {
