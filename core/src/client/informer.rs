@@ -271,7 +271,7 @@ where
     pub async fn read(&self, name: &str) -> Result<Option<K>> {
         match self.cached(name) {
             Some(o) => Ok(Some((*o).clone())),
-            None => self.shared.source.get(name).await,
+            None => self.get(name).await,
         }
     }
 

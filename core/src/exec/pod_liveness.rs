@@ -6,10 +6,17 @@
 //! being deleted, or replaced (UID changed). A subscription costs a channel,
 //! not a watch: however many execs run, the provider holds one pod watch.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Pod;
 
 use super::ExecTarget;
 use crate::client::informer::{Informer, Seen, Subscription};
+
+/// How long an ended exec waits for the GET that tells whether its pod
+/// went: the client's own read timeout is minutes, and the exec's result
+/// must not wait on a stalled API server.
+const VERDICT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The pod watch of one engine.
 #[derive(Clone)]
@@ -69,12 +76,14 @@ impl PodWatch {
     /// event the watch delivers, so the watch may not have it yet (or may be
     /// re-listing after an outage): without its verdict, one GET decides. A
     /// 404 counts as deleted even for a pod the watch never showed, since
-    /// the exec ran in it. A failed GET is no verdict.
+    /// the exec ran in it. A failed or slow GET (see [`VERDICT_TIMEOUT`])
+    /// is no verdict.
     pub(crate) async fn gone_after_signal(&mut self) -> Option<String> {
         if let Some(reason) = self.gone_now() {
             return Some(reason);
         }
-        let reason = match self.pods.get(&self.target.pod).await.ok()? {
+        let get = tokio::time::timeout(VERDICT_TIMEOUT, self.pods.get(&self.target.pod));
+        let reason = match get.await.ok()?.ok()? {
             Some(pod) => self.tracker.observe(Some(&pod))?,
             None => "was deleted",
         };
