@@ -118,5 +118,9 @@ fn make_private_dir_takes_a_directory_another_exec_made_first() {
     assert!(dir.join("a/run").is_dir());
     std::os::unix::fs::symlink(&dir, dir.join("b")).unwrap();
     assert_eq!(run(&dir.join("b/run")), "", "a symlinked parent is refused");
+    // Every exec runs this: directories that exist cost no process start.
+    let script = format!("{lib}\nmkdir() {{ echo mkdir; }}\nmake_private_dir \"$1\" && echo ok");
+    let out = Command::new("dash").args(["-c", &script, "sh"]).arg(dir.join("a/run")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "no mkdir for directories that exist");
     std::fs::remove_dir_all(&dir).unwrap();
 }
