@@ -1,11 +1,15 @@
 // node bench/ab-exec.mjs <checkoutA> <checkoutB> [rounds]   (with .cluster/env sourced)
 //
 // This package at two checkouts (each with its release addon built), on one
-// sandbox of the local cluster: 100 sequential exec `true` (p50, p90) and 64
-// at once (exec/s), each measurement in its own process, A and B alternated
-// per round so the machine's drift hits both. For bisecting a regression the
-// full benchmark's ratios show; the sandbox is created and destroyed by B.
+// sandbox of the local cluster: 100 sequential exec `true` (p50, p90) and
+// 4 x 64 at once (exec/s, and CPU per exec: this process, the machine, the
+// API server, the node with the pod's shells), each measurement in its own
+// process, A and B alternated per round so the machine's drift hits both. For
+// bisecting a regression the full benchmark's ratios show; the sandbox is
+// created and destroyed by B.
 import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname } from "node:path";
 const [, , A, B, roundsArg] = process.argv;
 if (process.env.CHILD) {
   const { agentSandboxProvider } = await import(`${process.env.CHILD}/index.js`);
@@ -34,10 +38,31 @@ if (process.env.CHILD) {
     t.push(performance.now() - t0);
   }
   t.sort((a, b) => a - b);
+  // CPU per exec during the concurrent phase, steal excluded: this process
+  // (user + system) and the whole machine (API server, node, pod shells
+  // included), less noisy than wall time on a shared machine.
+  const busy = () => {
+    const [user, nice, system, , , irq, softirq] = readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1).map(Number);
+    return ((user + nice + system + irq + softirq) * 1000) / 100; // USER_HZ 100 → ms
+  };
+  // The API server's and the node's share (the node's includes the pod's
+  // shells: it reaps them), when the local cluster's pid files are at hand.
+  const run = `${dirname(process.env.KUBECONFIG)}/run`;
+  const parts = ["kube-apiserver", "nodeexec"].filter((c) => existsSync(`${run}/${c}.pid`));
+  const cpu = (c) => {
+    const f = readFileSync(`/proc/${readFileSync(`${run}/${c}.pid`, "utf8").trim()}/stat`, "utf8").split(") ")[1].split(" ");
+    return ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / 100;
+  };
+  const p0 = parts.map(cpu);
   const c0 = performance.now();
-  await Promise.all(Array.from({ length: 64 }, () => sb.exec("true", { cwd: "/" })));
-  const conc = 64 / ((performance.now() - c0) / 1000);
-  console.log(JSON.stringify({ p50: t[50], p90: t[90], conc }));
+  const u0 = process.cpuUsage();
+  const m0 = busy();
+  for (let k = 0; k < 4; k++) await Promise.all(Array.from({ length: 64 }, () => sb.exec("true", { cwd: "/" })));
+  const u = process.cpuUsage(u0);
+  const machineMs = (busy() - m0) / 256;
+  const conc = 256 / ((performance.now() - c0) / 1000);
+  const byPart = Object.fromEntries(parts.map((c, i) => [c, (cpu(c) - p0[i]) / 256]));
+  console.log(JSON.stringify({ p50: t[50], p90: t[90], conc, nodeCpuMs: (u.user + u.system) / 1000 / 256, machineCpuMs: machineMs, ...byPart }));
   process.exit(0);
 }
 const env = { ...process.env, ACTOR: `ab-${process.pid}` };
@@ -52,4 +77,9 @@ for (let r = 0; r < Number(roundsArg ?? 5); r++) {
 }
 execFileSync("node", [process.argv[1]], { env: { ...env, CHILD: B, DESTROY: "1", ID: id } });
 const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-for (const k of ["A", "B"]) console.log(k, "p50 median", med(res[k].map((x) => x.p50)).toFixed(1), "ms; 64 conc median", med(res[k].map((x) => x.conc)).toFixed(0), "/s");
+for (const k of ["A", "B"]) {
+  const m = (f) => med(res[k].map(f));
+  console.log(k, `p50 median ${m((x) => x.p50).toFixed(1)} ms; 64 at once: ${m((x) => x.conc).toFixed(0)} exec/s, CPU per exec ${m((x) => x.nodeCpuMs).toFixed(2)} ms in Node, ${m((x) => x.machineCpuMs).toFixed(2)} ms machine-wide`);
+  const parts = Object.keys(res[k][0]).filter((c) => !["p50", "p90", "conc", "nodeCpuMs", "machineCpuMs"].includes(c));
+  if (parts.length) console.log(k, "  of which", parts.map((c) => `${c} ${m((x) => x[c]).toFixed(2)} ms`).join(", "));
+}
