@@ -7,6 +7,7 @@
 //   create     create+connect all, 50 at a time (the exec group first, see below)
 //   connect    connect all again (Ready; the provider's orphan-sweep exec included)
 //   reconnect  connect all once more (Ready, the steady state)
+//   cold       a second client, new, connects to one sandbox among the N
 //   exec       exec `true` on the exec group, all at once
 //   suspend    suspend then resume (connect) a subset, 50 at a time
 //   idle       35 s without calls (what stays open)
@@ -198,7 +199,8 @@ async function run(client, n, rep) {
   const w = startWorker(client);
   const audit = obsLib.auditReader(AUDIT);
   const m0 = await obsLib.apiMetrics(k);
-  await w.call("init", { mode: client.mode, ns: NS, kubeconfig: KUBECONFIG, image: IMAGE, volumeSize: "1Mi", podTemplate: POD_TEMPLATE, baselinePod: BASELINE_POD });
+  const init = { mode: client.mode, ns: NS, kubeconfig: KUBECONFIG, image: IMAGE, volumeSize: "1Mi", podTemplate: POD_TEMPLATE, baselinePod: BASELINE_POD };
+  await w.call("init", init);
   audit.read(); // the client's start-up requests are not a phase's
   const rss0 = obsLib.rssKiB(w.pid);
   const E = Math.min(n, EXEC_GROUP);
@@ -206,17 +208,17 @@ async function run(client, n, rep) {
   const phases = {};
   const phasesExtra = {};
 
-  /** Runs one phase, sampling from outside; the worker's calls are `body`'s. */
-  async function phase(name, body, { readyFrom } = {}) {
-    const conns = obsLib.connectionSampler(w.pid, API_PORT);
-    const cpu0 = obsLib.cpuSnapshot(w.pid, `${STATE}/run`);
+  /** Runs one phase, sampling `worker` (default the run's) from outside; the worker's calls are `body`'s. */
+  async function phase(name, body, { readyFrom, worker = w } = {}) {
+    const conns = obsLib.connectionSampler(worker.pid, API_PORT);
+    const cpu0 = obsLib.cpuSnapshot(worker.pid, `${STATE}/run`);
     const ma = await obsLib.apiMetrics(k);
     audit.read();
     const started = performance.timeOrigin + performance.now();
     const rs = await body();
     const ended = performance.timeOrigin + performance.now();
     const c = conns.stop();
-    const cpu = obsLib.cpuDelta(cpu0, obsLib.cpuSnapshot(w.pid, `${STATE}/run`));
+    const cpu = obsLib.cpuDelta(cpu0, obsLib.cpuSnapshot(worker.pid, `${STATE}/run`));
     const mb = await obsLib.apiMetrics(k);
     const au = audit.read();
     const results = rs.flatMap((r) => r?.results ?? []);
@@ -226,7 +228,7 @@ async function run(client, n, rep) {
     const lat = (f) => ok.map(f).filter(Number.isFinite);
     const p = (xs) => ({ p50: percentile(xs, 50), p99: percentile(xs, 99), max: xs.length ? Math.max(...xs) : null });
     const overhead = readyFrom ? p(lat((r) => (r.ready ? readyFrom(r) - r.ready : NaN))) : null;
-    const rss = obsLib.rssKiB(w.pid);
+    const rss = obsLib.rssKiB(worker.pid);
     const requests = au?.counts ?? null;
     const out = {
       calls: results.length,
@@ -242,7 +244,7 @@ async function run(client, n, rep) {
       allClients: obsLib.requestDelta(ma, mb),
       throttled: Object.entries(obsLib.requestDelta(ma, mb)).filter(([key]) => key.endsWith(" 429")).reduce((a, [, v]) => a + v, 0),
       rssKiB: rss,
-      rssPerSandboxKiB: (rss - rss0) / n,
+      rssPerSandboxKiB: worker === w ? (rss - rss0) / n : null,
       eldMs: rs.at(-1)?.eld ?? null,
       // The provider's own counter (stats(), where the build has it), summed over the phase's calls.
       providerStats: rs.some((r) => r?.providerStats) ? sumStats(rs.map((r) => r?.providerStats).filter(Boolean)) : null,
@@ -282,6 +284,19 @@ async function run(client, n, rep) {
 
     await phase("connect", async () => [await w.call("connect", { items: live, concurrency: CONCURRENCY })]);
     await phase("reconnect", async () => [await w.call("connect", { items: live, concurrency: CONCURRENCY })]);
+    // cold: a second client, new to the namespace, connects to one Ready
+    // sandbox; wall time includes its construction. The package reads what it
+    // needs by GET while its watches list the N objects; the baseline lists
+    // them first.
+    const cold = startWorker(client);
+    try {
+      await phase("cold", async () => {
+        await cold.call("init", init);
+        return [await cold.call("connect", { items: execGroup.slice(0, 1), concurrency: 1 })];
+      }, { worker: cold });
+    } finally {
+      cold.stop();
+    }
     await phase("exec", async () => [await w.call("exec", { items: execGroup })]);
     // Suspend+resume the last ones (on the scale node when N > the exec group).
     const subset = live.slice(-Math.min(SUSPEND_SUBSET, live.length));
