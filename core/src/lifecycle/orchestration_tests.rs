@@ -44,6 +44,9 @@ struct State {
     log: Vec<String>,
     /// What to do once a request (`verb plural[/name]`) has been answered.
     after: Vec<(String, Reaction)>,
+    /// LISTs are never answered: a namespace so large that its list takes
+    /// longer than anything a test waits for.
+    hold_lists: bool,
 }
 
 /// An API server for one namespace, as far as the lifecycle uses it. Label
@@ -136,7 +139,14 @@ impl FakeApi {
             Some(name) => format!("{verb} {plural}/{name}"),
             None => format!("{verb} {plural}"),
         };
-        self.state().log.push(request.clone());
+        let hold = {
+            let mut state = self.state();
+            state.log.push(request.clone());
+            verb == "list" && state.hold_lists
+        };
+        if hold {
+            std::future::pending::<()>().await;
+        }
         let response = self.answer(verb, plural, name, &body, since.unwrap_or(0));
         let action = {
             let mut state = self.state();
@@ -427,4 +437,47 @@ async fn connect_to_a_claim_deleted_while_it_waits_is_none() {
     assert_eq!(events.recv().await, Some(EventKind::Waiting), "waiting for the claim to be bound");
     api.remove("sandboxclaims", &claim);
     assert_eq!(connect.await.unwrap().unwrap(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_connect_among_a_thousand_objects_reads_by_get_while_the_lists_run() {
+    // A new provider (a worker restarted, or one more worker) connects to a
+    // Ready sandbox in a namespace of 1,000 others: it reads the claim,
+    // Sandbox and pod by GET and does not wait for its watches' first
+    // LISTs, which here never end. Were connect to wait for them, paused
+    // time would run to readyTimeoutMs and the connect would fail.
+    for warm_pool in [false, true] {
+        let api = FakeApi::default();
+        for i in 0..1000 {
+            let other = format!("other-{i}");
+            api.put("sandboxes", sandbox(&other, &other, json!({ "spec": { "operatingMode": "Running" } })));
+        }
+        let name = names::object_name(false, "a");
+        ready_sandbox_and_pod(&api, &name, "a");
+        let (options, id) = if warm_pool {
+            let claim = names::object_name(true, "a");
+            api.put(
+                "sandboxclaims",
+                ours(
+                    "extensions.agents.x-k8s.io/v1beta1",
+                    "SandboxClaim",
+                    &claim,
+                    "a",
+                    json!({ "status": { "sandbox": { "name": name } } }),
+                ),
+            );
+            (json!({ "warmPool": "pool" }), format!("{NS}/{claim}"))
+        } else {
+            (direct(), format!("{NS}/{name}"))
+        };
+        api.state().hold_lists = true;
+        let (lifecycle, _) = lifecycle(&api, options);
+        let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+        assert_eq!(connected.target.pod, name, "warm pool: {warm_pool}");
+        assert_eq!(api.requests(&format!("get sandboxes/{name}")), 1, "warm pool: {warm_pool}");
+        assert_eq!(api.requests(&format!("get pods/{name}")), 1, "warm pool: {warm_pool}");
+        let log = api.state().log.clone();
+        assert!(log.iter().any(|r| r == "list sandboxes"), "the watches started: {log:?}");
+        assert!(log.iter().all(|r| !r.starts_with("watch ")), "no list ended, so no watch began: {log:?}");
+    }
 }
