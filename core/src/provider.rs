@@ -117,8 +117,8 @@ impl Provider {
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
     /// process trees left by execs of a previous process (unless this
-    /// provider created the sandbox and never connected it before), and
-    /// returns it.
+    /// provider created the sandbox and never connected it before, or this
+    /// call resumed it: its pod is new), and returns it.
     /// `Ok(None)` only when the sandbox no longer exists.
     ///
     /// # Cancel safety

@@ -50,8 +50,10 @@ struct Call<'a> {
 
 /// How waiting for readiness ended.
 enum Outcome {
-    /// The pod, and the Sandbox's Service DNS name if it has one.
-    Ready { pod: Box<Pod>, service: Option<String> },
+    /// The pod, the Sandbox's Service DNS name if it has one, and whether
+    /// this call resumed the Sandbox: then the pod is one its suspend did not
+    /// delete, made after this call's patch, so no exec has run in it.
+    Ready { pod: Box<Pod>, service: Option<String>, resumed: bool },
     /// The claim or (direct mode) the Sandbox no longer exists.
     Gone,
     /// The claim now points at another Sandbox (its old one was deleted).
@@ -93,8 +95,8 @@ impl Lifecycle {
                 (id.name.clone(), None)
             };
             match self.bring_up(call, &sandbox_name, claims).await? {
-                Outcome::Ready { pod, service } => {
-                    return self.target(&id, &sandbox_name, &pod, service, fresh.is_some()).map(Some)
+                Outcome::Ready { pod, service, resumed } => {
+                    return self.target(&id, &sandbox_name, &pod, service, fresh.is_some() || resumed).map(Some)
                 }
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
@@ -209,17 +211,18 @@ impl Lifecycle {
                         ev.emit(launch_event(&sb, name, id), Some(name), None, None);
                     }
                     ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
-                    return Ok(Outcome::Ready { pod: Box::new(pod), service: service_fqdn(&sb) });
+                    return Ok(Outcome::Ready { pod: Box::new(pod), service: service_fqdn(&sb), resumed: false });
                 }
             }
         }
-        let outcome = self.wait_ready(call, name, claims).await?;
-        if let Outcome::Ready { pod, .. } = &outcome {
+        let mut outcome = self.wait_ready(call, name, claims).await?;
+        if let Outcome::Ready { pod, resumed: new_pod, .. } = &mut outcome {
             let node = readiness::scheduled_node(pod);
             if resumed {
                 ev.emit(EventKind::Resumed, Some(name), node, None);
             }
             ev.emit(EventKind::Ready, Some(name), node, None);
+            *new_pod = resumed;
         }
         Ok(outcome)
     }
@@ -297,9 +300,11 @@ impl Lifecycle {
                 }
             }
             Some(match verdict {
-                Readiness::Ready => {
-                    Step::Done(Outcome::Ready { pod: p.clone().unwrap_or_default(), service: service_fqdn(sb) })
-                }
+                Readiness::Ready => Step::Done(Outcome::Ready {
+                    pod: p.clone().unwrap_or_default(),
+                    service: service_fqdn(sb),
+                    resumed: false,
+                }),
                 Readiness::Waiting(why) => Step::Waiting(why),
                 Readiness::Failed(why) => Step::Fail(failed(id, &why)),
             })

@@ -64,8 +64,9 @@ pub(crate) struct Connected {
     pub target: ExecTarget,
     /// The Sandbox's Service DNS name (`status.serviceFQDN`), if it has one.
     pub service: Option<String>,
-    /// Created by this process and connected for the first time: no exec can
-    /// have left processes in the pod, so there is nothing to sweep.
+    /// Created by this process and connected for the first time, or resumed
+    /// by this connect (its pod is new): no exec can have left processes in
+    /// the pod, so there is nothing to sweep.
     pub fresh: bool,
 }
 

@@ -481,3 +481,32 @@ async fn a_cold_connect_among_a_thousand_objects_reads_by_get_while_the_lists_ru
         assert!(log.iter().all(|r| !r.starts_with("watch ")), "no list ended, so no watch began: {log:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
+    // The pod a resume brings up was made after this call's patch: no exec
+    // ran in it, so the provider skips the orphan sweep (an exec as costly
+    // as the rest of the connect). A reconnect to it afterwards sweeps.
+    let api = FakeApi::default();
+    let (lifecycle, mut events) =
+        lifecycle(&api, json!({ "sandbox": { "image": "busybox", "volume": { "size": "1Gi" } } }));
+    let name = names::object_name(false, "a");
+    api.put(
+        "sandboxes",
+        sandbox(
+            &name,
+            "a",
+            json!({ "spec": { "operatingMode": "Suspended" }, "status": { "conditions": [{
+                "type": "Suspended", "status": "True", "reason": "Suspended", "message": "",
+                "observedGeneration": 1 }] } }),
+        ),
+    );
+    let resumed = name.clone();
+    api.after(&format!("patch sandboxes/{name}"), move |api| ready_sandbox_and_pod(api, &resumed, "a"));
+    let id = format!("{NS}/{name}");
+    let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+    assert!(connected.fresh, "resumed by this call: nothing to sweep");
+    assert_eq!(next_event(&mut events).await, EventKind::Resumed);
+    let again = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+    assert!(!again.fresh, "a reconnect sweeps");
+}
