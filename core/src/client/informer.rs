@@ -22,7 +22,9 @@
 //! end. The cache is not served meanwhile, so no waiter completes on a state
 //! from before an outage. "Gone" is a Delete event, absence from a completed
 //! list confirmed by a GET (a list can predate a create that a waiter knows
-//! of), or a GET 404.
+//! of), or a GET 404. A waiter for the object this provider just created
+//! (its UID known) takes no absence from a list and makes no GET: the watch
+//! shows the create, or after a grace the waiter watches the object alone.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
@@ -529,8 +531,9 @@ struct Waiter<K> {
     uid: Option<String>,
     /// An absence from a list is confirmed by a GET before it is yielded.
     confirm: bool,
-    /// A GET found the object the live cache lacked: until when the cache may
-    /// catch up before the waiter watches the object on its own.
+    /// The object exists but the live cache lacks it (a GET found it, or
+    /// this provider created it): until when the cache may catch up before
+    /// the waiter watches the object on its own.
     confirmed: Option<Instant>,
     /// The object's own watch, once the shared one proved blind to it.
     fallback: Option<BoxStream<'static, Result<Latest<K>>>>,
@@ -603,6 +606,14 @@ where
             Slot::Deleted(uid) if self.uid.is_some() && uid != self.uid => None,
             Slot::Deleted(_) => Some(Ok(None)),
             Slot::Unlisted if !self.confirm => Some(Ok(None)),
+            // The object this provider just created: the list predates the
+            // create, and the watch, which goes on from the list, will show
+            // it; no GET. Should it not within the grace (a selector the
+            // object does not match), the waiter watches it alone.
+            Slot::Unlisted if self.uid.is_some() => {
+                self.confirmed.get_or_insert(Instant::now() + MISMATCH_GRACE);
+                None
+            }
             // The list may predate a create this waiter knows of: ask.
             Slot::Unlisted => match self.shared.source.get(&self.name).await {
                 Ok(Some(o)) if ours(&o) => {
@@ -912,6 +923,28 @@ mod tests {
         assert!(next(&mut new).await.is_none(), "neither the old object nor its deletion is ours");
         tx.send(Ok(Event::Apply(pod("a", "new", "3")))).unwrap();
         assert_eq!(rv(next(&mut new).await).as_deref(), Some("3"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_for_what_this_provider_created_waits_for_the_watch_without_a_get() {
+        let script = Script::default();
+        let tx = script.watch();
+        let informer = Informer::new(script.clone(), CancellationToken::new());
+        let mut made = informer.watch_named("made", Some("u1".into()));
+        let mut lost = informer.watch_named("lost", Some("u2".into()));
+        // Both were created after the list's snapshot (a GET would find them).
+        crate::sync::lock(&script.objects).insert("made".into(), pod("made", "u1", "2"));
+        crate::sync::lock(&script.objects).insert("lost".into(), pod("lost", "u2", "3"));
+        list(&tx, &[]);
+        let early = tokio::time::timeout(MISMATCH_GRACE / 2, made.next()).await;
+        assert!(early.is_err(), "absent from the list is no verdict for it, and it waits for the watch");
+        tx.send(Ok(Event::Apply(pod("made", "u1", "2")))).unwrap();
+        assert_eq!(rv(next(&mut made).await).as_deref(), Some("2"));
+        assert_eq!(script.gets.load(Ordering::SeqCst), 0, "no GET");
+        // The watch never shows "lost" (a selector it does not match): its
+        // waiter watches it alone after the grace.
+        assert!(next(&mut lost).await.is_none());
+        assert_eq!(script.own_watches.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
