@@ -277,6 +277,21 @@ where
         }
     }
 
+    /// The object from the live cache, where a miss means it is not there
+    /// (or not yet: the watch will show it); by GET while the cache is not
+    /// live. For a read whose miss only sends the caller to a wait on this
+    /// watch, so a miss needs no GET to confirm it.
+    pub async fn peek(&self, name: &str) -> Result<Option<K>> {
+        let live = {
+            let state = self.shared.used();
+            state.live.then(|| state.store.get(name).map(|o| (**o).clone()))
+        };
+        match live {
+            Some(found) => Ok(found),
+            None => self.get(name).await,
+        }
+    }
+
     /// The object by GET (404 → `None`), whatever the cache holds: for a
     /// verdict that must not wait for the watch to catch up.
     pub async fn get(&self, name: &str) -> Result<Option<K>> {

@@ -166,7 +166,10 @@ impl Lifecycle {
             let cached = self.caches.sandboxes.cached(name).map(|s| (*s).clone());
             (cached, self.caches.pods.cached(name).map(|p| (*p).clone()))
         } else {
-            futures::try_join!(self.caches.sandboxes.read(name), self.caches.pods.read(name))?
+            // The pod only serves the no-wait path: a miss in the live cache
+            // (a suspended sandbox's) sends this call to the wait below, so
+            // it is not confirmed by a GET.
+            futures::try_join!(self.caches.sandboxes.read(name), self.caches.pods.peek(name))?
         };
         let sandbox = sandbox.filter(|s| !deleting(s));
         if sandbox.is_none() && !self.warm() && call.created.is_none() {

@@ -503,9 +503,21 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
     );
     let resumed = name.clone();
     api.after(&format!("patch sandboxes/{name}"), move |api| ready_sandbox_and_pod(api, &resumed, "a"));
+    // The shared watches are live (a provider that served calls before).
+    lifecycle.caches.start(false);
+    let mut pods = lifecycle.caches.pods.subscribe(&name);
+    while pods.now().is_none() {
+        pods.changed().await;
+    }
+    let mut sandboxes = lifecycle.caches.sandboxes.subscribe(&name);
+    while sandboxes.now().is_none() {
+        sandboxes.changed().await;
+    }
     let id = format!("{NS}/{name}");
     let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(connected.fresh, "resumed by this call: nothing to sweep");
+    assert_eq!(api.requests(&format!("get pods/{name}")), 0, "the suspended sandbox's missing pod is not asked for");
+    assert_eq!(api.requests(&format!("get sandboxes/{name}")), 0, "read from the live cache");
     assert_eq!(next_event(&mut events).await, EventKind::Resumed);
     let again = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(!again.fresh, "a reconnect sweeps");
