@@ -9,6 +9,7 @@
 //   reconnect  connect all once more (Ready, the steady state)
 //   cold       a second client, new, connects to one sandbox among the N
 //   exec       exec `true` on the exec group, all at once
+//   exec-seq   50 exec `true` one after another on one sandbox
 //   suspend    suspend then resume (connect) a subset, 50 at a time
 //   idle       35 s without calls (what stays open)
 //   destroy    destroy all, 50 at a time, until the namespace is empty
@@ -299,6 +300,8 @@ async function run(client, n, rep) {
       cold.stop();
     }
     await phase("exec", async () => [await w.call("exec", { items: execGroup })]);
+    // exec-seq: 50 execs one after another on one sandbox, with N objects cached.
+    await phase("exec-seq", async () => [await w.call("exec", { items: Array(50).fill(execGroup[0]), concurrency: 1 })]);
     // Suspend+resume the last ones (on the scale node when N > the exec group).
     const subset = live.slice(-Math.min(SUSPEND_SUBSET, live.length));
     await phase("suspend", async () => {

@@ -3,7 +3,7 @@
 
 import { round, spread } from "./stats.mjs";
 
-export const PHASES = ["create", "connect", "reconnect", "cold", "exec", "suspend", "idle", "destroy"];
+export const PHASES = ["create", "connect", "reconnect", "cold", "exec", "exec-seq", "suspend", "idle", "destroy"];
 const COMPONENTS = ["kube-apiserver", "etcd", "agent-sandbox-controller", "kube-controller-manager", "kube-scheduler", "kwok", "nodeexec"];
 
 /** Per-phase metrics: name → how to read it from a phase record. */
@@ -115,6 +115,7 @@ export function scaleMarkdown(result) {
     ["overhead p50, create", "create", "overheadP50Ms"],
     ["overhead p99, create", "create", "overheadP99Ms"],
     ["reconnect p50", "reconnect", "latencyP50Ms"],
+    ["sequential exec p50", "exec-seq", "latencyP50Ms"],
     ["cold client's first connect, wall incl. construction", "cold", "wallS"],
     ["LISTs, cold", "cold", "lists"],
     ["wall time, destroy (GC-bound)", "destroy", "wallS"],
