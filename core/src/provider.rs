@@ -91,6 +91,7 @@ impl Provider {
                     self.config.max_concurrent_execs_per_sandbox,
                 )
                 .with_commands_in_audit_log(self.config.commands_in_audit_log);
+                let lifecycle = lifecycle.with_swept_by(engine.instance());
                 Ok(Arc::new(Parts {
                     lifecycle: Arc::new(lifecycle),
                     requests: conn.requests.clone(),
@@ -116,9 +117,9 @@ impl Provider {
     }
 
     /// Waits until the sandbox is ready (resuming it if suspended), kills
-    /// process trees left by execs of a previous process (unless this
-    /// provider created the sandbox and never connected it before, or this
-    /// call resumed it: its pod is new), and returns it.
+    /// process trees left by execs of a previous process or by this one's
+    /// lost runs (unless nothing can have been left: see
+    /// [`ExecEngine::sweep_on_connect`]), and returns it.
     /// `Ok(None)` only when the sandbox no longer exists.
     ///
     /// # Cancel safety
@@ -143,13 +144,20 @@ impl Provider {
                 None => "gone".to_owned(),
             });
             let Some(connected) = connected.await? else { return Ok(None) };
-            let Connected { target, service, fresh } = connected;
-            // An exec costs as much as the rest of a warm connect: skip it
-            // where no process can have been left behind.
-            if !fresh {
-                match parts.engine.sweep_orphans(&target).await {
-                    Err(e) if e.code == ErrorCode::ConnectionLost && rounds == 1 => continue,
-                    swept => swept?,
+            let Connected { target, service, pod_uid, swept_by, fresh } = connected;
+            // An exec costs as much as the rest of a warm connect: the
+            // engine skips it where no process can have been left behind.
+            let ours = swept_by.as_deref() == Some(parts.engine.instance());
+            match parts.engine.sweep_on_connect(&target, pod_uid.as_deref(), fresh, ours).await {
+                Err(e) if e.code == ErrorCode::ConnectionLost && rounds == 1 => continue,
+                swept => swept?,
+            };
+            // Another process's next connect sees it is no longer its own
+            // and sweeps. Not marked: this process's next connect sweeps
+            // again, which is all a failure here costs.
+            if !ours {
+                if let Err(e) = parts.lifecycle.mark_swept(&target.namespace, &target.pod).await {
+                    crate::trace!("connect {id}: marking the Sandbox swept failed: {}", e.message);
                 }
             }
             let sandbox = Sandbox::new(parts.engine.clone(), target, self.config.cwd.clone(), self.config.limits);

@@ -42,6 +42,8 @@ struct Scripted {
     steps: Vec<Step>,
     /// Run ids the engine asked to kill.
     kills: Mutex<Vec<String>>,
+    /// Orphan sweeps run.
+    sweeps: Mutex<usize>,
     killed: Notify,
 }
 
@@ -77,6 +79,7 @@ impl Runtime for Handle {
                 }
             };
             if argv[2] == kill::KILL {
+                *lock(&script.sweeps) += usize::from(argv[4] == "sweep");
                 lock(&script.kills).extend(argv[6..].iter().cloned());
                 script.killed.notify_waiters();
                 return Ok(Completion::Exited(0));
@@ -312,4 +315,36 @@ async fn a_reconnect_storm_sweeps_sixteen_sandboxes_at_a_time() {
         sweep.await.unwrap().unwrap();
     }
     assert_eq!(*gate.in_flight.lock().unwrap(), (0, 16), "all forty swept, never more than sixteen at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_sweeps_a_pod_again_only_where_something_may_have_been_left() {
+    let script = Scripted::new(vec![Step::UntilKilled]);
+    let engine = engine(&script);
+    let (a, b) = (pod("a"), pod("b"));
+    let sweeps = || *lock(&script.sweeps);
+    // `ours`: the Sandbox names this engine as the last to take it over.
+    assert!(engine.sweep_on_connect(&a, Some("uid-1"), false, true).await.unwrap(), "this engine's first connect");
+    assert!(!engine.sweep_on_connect(&a, Some("uid-1"), false, true).await.unwrap(), "nothing left behind since");
+    assert!(engine.sweep_on_connect(&a, Some("uid-1"), false, false).await.unwrap(), "another process took it over");
+    assert!(engine.sweep_on_connect(&a, Some("uid-2"), false, true).await.unwrap(), "another pod of the name");
+    assert!(!engine.sweep_on_connect(&b, Some("uid-3"), true, false).await.unwrap(), "a new pod");
+    assert!(!engine.sweep_on_connect(&b, Some("uid-3"), false, true).await.unwrap(), "seen new, nothing since");
+    assert!(engine.sweep_on_connect(&b, None, false, true).await.unwrap(), "no UID to go by");
+    assert_eq!(sweeps(), 4);
+    // A command that ends leaves nothing; one dropped while it runs may.
+    let r = engine.exec(&pod("quick"), ExecRequest::new("echo hi", "/")).await.unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    assert!(!engine.sweep_on_connect(&b, Some("uid-3"), false, true).await.unwrap());
+    let running = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.exec(&pod("c"), ExecRequest::new("sleep 1000", "/")).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    assert!(engine.sweep_on_connect(&b, Some("uid-3"), false, true).await.unwrap(), "a run was left behind");
+    assert!(engine.sweep_on_connect(&a, Some("uid-2"), false, true).await.unwrap(), "in any pod: every pod again");
+    assert!(!engine.sweep_on_connect(&a, Some("uid-2"), false, true).await.unwrap());
+    assert_eq!(sweeps(), 6, "each true above ran a sweep");
 }

@@ -14,8 +14,9 @@
 //! not kill the command (only an explicit abort or timeout does); it keeps
 //! running until it exits or the next connect's orphan sweep.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,6 +37,7 @@ use super::websocket::PodExecRuntime;
 use super::wrapper::{self, CommandStdin, NotRun, Shell, WrapperCall, WrapperEnd};
 use super::ExecTarget;
 use crate::error::{shorten, Error, ErrorCode, Result};
+use crate::sync::lock;
 use crate::trace;
 
 /// Chunks buffered between the runtime and a consumer (one WebSocket frame each).
@@ -51,6 +53,9 @@ const MAX_LONG_RUNS: usize = 256;
 const MAX_LONG_RUNS_PER_SANDBOX: usize = 32;
 /// Upper bound of the orphan sweep (it reads `/proc`, nothing that blocks).
 const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pods whose last sweep an engine remembers (see
+/// [`ExecEngine::sweep_on_connect`]): about 100 bytes each.
+const SWEPT_REMEMBERED: usize = 4096;
 /// Orphan sweeps in flight at once (one per sandbox). Every connect sweeps,
 /// so a worker reconnecting hundreds of actors would otherwise hold one API
 /// connection per connect in flight; the sweeps beyond this wait their turn.
@@ -74,6 +79,9 @@ struct Inner {
     /// Orphan sweeps, which also take a slot of `calls`.
     sweeps: Permits,
     runs: Arc<Runs>,
+    /// Pods (`namespace/name`) this engine swept or saw new: their UID and
+    /// [`Runs::left_behind`] at that moment (see [`ExecEngine::sweep_on_connect`]).
+    swept: Mutex<HashMap<String, (String, u64)>>,
 }
 
 impl std::fmt::Debug for ExecEngine {
@@ -201,6 +209,7 @@ impl ExecEngine {
                 long: Permits::new(MAX_LONG_RUNS, MAX_LONG_RUNS_PER_SANDBOX),
                 sweeps: Permits::new(MAX_SWEEPS, 1),
                 runs: Runs::new(),
+                swept: Mutex::default(),
             }),
             audit: false,
         }
@@ -299,7 +308,7 @@ impl ExecEngine {
     async fn run_started(
         &self,
         target: &ExecTarget,
-        run: RunGuard,
+        mut run: RunGuard,
         shell: Shell<'_>,
         options: RunOptions,
         sink: &mut impl Sink,
@@ -345,6 +354,7 @@ impl ExecEngine {
         // `None`: the engine stopped the run (abort or timeout) and killed
         // its tree.
         let mut aborted_first = false;
+        run.set_in_flight(true);
         let ended = {
             let work = self.run_with(target, argv, stdin, release, |rx| wrapped.consume(rx));
             let work = async {
@@ -374,6 +384,9 @@ impl ExecEngine {
             }
             ended
         };
+        // Its end or its kill's outcome is known (a kill that failed counts
+        // itself as left behind).
+        run.set_in_flight(false);
         match ended {
             None if aborted_first => Err(aborted()),
             None => Ok(Exit::TIMED_OUT),
@@ -450,6 +463,12 @@ impl ExecEngine {
         }
     }
 
+    /// This engine's instance id: in its run ids, and what marks a Sandbox
+    /// as taken over by it.
+    pub fn instance(&self) -> &str {
+        self.inner.runs.instance()
+    }
+
     /// Carries one TCP connection to `port` of `target` (see
     /// [`Runtime::port_forward`]). Not a command: it takes no exec slot.
     pub async fn port_forward(&self, target: &ExecTarget, port: u16, tunnel: Tunnel) -> Result<()> {
@@ -458,8 +477,9 @@ impl ExecEngine {
 
     /// Kills every process tree recorded in the pod that is not a live
     /// command of this engine: left behind by a crashed or killed host
-    /// process, or by a connection whose kill failed. Called on connect so a
-    /// resumed session never shares the workspace with an orphan.
+    /// process, or by a connection whose kill failed. Called on connect (see
+    /// [`ExecEngine::sweep_on_connect`]) so a resumed session never shares
+    /// the workspace with an orphan.
     pub async fn sweep_orphans(&self, target: &ExecTarget) -> Result<()> {
         let Snapshot { next, live } = self.inner.runs.snapshot();
         let argv = kill::sweep_argv(self.inner.runs.instance(), next, &live);
@@ -467,6 +487,42 @@ impl ExecEngine {
         let options = RunOptions { slots: Slots::Sweep, ..RunOptions::call(&Call::within(SWEEP_TIMEOUT), None) };
         let exit = self.run(target, Program::Argv(argv), options, &mut out).await?;
         script_status(exit, "the orphan sweep", out.into_stderr())
+    }
+
+    /// The orphan sweep of a connect to the pod of UID `pod_uid`: none where
+    /// nothing can have been left there, that is when the pod is `new` (just
+    /// created or resumed: no exec ran in it), or when no other process has
+    /// taken it over since this engine did (`ours`: the Sandbox says so, see
+    /// `names::SWEPT_BY_ANNOTATION`) and this engine swept or saw new the same
+    /// pod with no run of its own left behind since (dropped while running,
+    /// or not confirmed killed). Returns whether it swept.
+    pub async fn sweep_on_connect(
+        &self,
+        target: &ExecTarget,
+        pod_uid: Option<&str>,
+        new: bool,
+        ours: bool,
+    ) -> Result<bool> {
+        let key = format!("{}/{}", target.namespace, target.pod);
+        let left_behind = self.inner.runs.left_behind();
+        let clean = new
+            || ours
+                && pod_uid.is_some_and(|uid| {
+                    lock(&self.inner.swept).get(&key).is_some_and(|(u, n)| u == uid && *n == left_behind)
+                });
+        if !clean {
+            self.sweep_orphans(target).await?;
+        }
+        if let Some(uid) = pod_uid {
+            let mut swept = lock(&self.inner.swept);
+            // One entry per sandbox this engine connected to: a worker that
+            // served many forgets them all now and then (a sweep each next).
+            if swept.len() >= SWEPT_REMEMBERED && !swept.contains_key(&key) {
+                swept.clear();
+            }
+            swept.insert(key, (uid.to_owned(), left_behind));
+        }
+        Ok(!clean)
     }
 
     /// Runs `argv` while `consume` takes its output.
@@ -528,8 +584,11 @@ impl ExecEngine {
 
     /// Best-effort kill of one run's process tree through a second exec.
     async fn kill(&self, target: &ExecTarget, run: &str) {
-        // Failure leaves an orphan for the next sweep; nothing better to do here.
-        let _ = self.signal_run(target, run, kill::KillMode::Terminate).await;
+        // Failure leaves an orphan for the next connect's sweep; nothing
+        // better to do here.
+        if self.signal_run(target, run, kill::KillMode::Terminate).await.is_err() {
+            self.inner.runs.leave_behind();
+        }
     }
 
     /// Signals one run's process tree through a second exec (see

@@ -5,6 +5,7 @@ use crate::sync::lock;
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Run ids of one engine: `<instance>.<counter>`.
@@ -14,6 +15,10 @@ pub(crate) struct Runs {
     instance: String,
     /// Changed together, so a sweep sees a consistent picture.
     state: Mutex<State>,
+    /// Runs that may have left processes behind so far: dropped while their
+    /// command was running, or not confirmed killed (see
+    /// [`Runs::left_behind`]).
+    left_behind: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -50,12 +55,15 @@ pub(crate) struct RunGuard {
     /// Every [`CLEANUP_EVERY`] runs: the lowest live counter, below which
     /// every run of this engine has finished (see the wrapper's `$5`).
     pub(crate) cleanup_bound: Option<u64>,
+    /// Its command may be running in the pod and the engine is waiting for
+    /// its end: dropped so, the run is left behind.
+    in_flight: bool,
 }
 
 impl Runs {
     /// A registry with a fresh instance id.
     pub(crate) fn new() -> Arc<Runs> {
-        Arc::new(Runs { instance: instance_id(), state: Mutex::default() })
+        Arc::new(Runs { instance: instance_id(), state: Mutex::default(), left_behind: AtomicU64::new(0) })
     }
 
     /// This engine's instance id.
@@ -72,7 +80,26 @@ impl Runs {
         state.live.insert(counter);
         let cleanup_bound =
             (counter % CLEANUP_EVERY == CLEANUP_EVERY - 1).then(|| state.live.first().copied().unwrap_or(counter));
-        RunGuard { runs: self.clone(), counter, id: self.id(counter), secret: secret(), cleanup_bound }
+        RunGuard {
+            runs: self.clone(),
+            counter,
+            id: self.id(counter),
+            secret: secret(),
+            cleanup_bound,
+            in_flight: false,
+        }
+    }
+
+    /// Counts a run that may have left processes behind (a kill that could
+    /// not be confirmed).
+    pub(crate) fn leave_behind(&self) {
+        self.left_behind.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many runs may have left processes behind so far: while it stays
+    /// the same, a pod swept since needs no other sweep.
+    pub(crate) fn left_behind(&self) -> u64 {
+        self.left_behind.load(Ordering::SeqCst)
     }
 
     /// The next counter and the ids of the live runs, taken together.
@@ -86,9 +113,20 @@ impl Runs {
     }
 }
 
+impl RunGuard {
+    /// Whether its command may be running with the engine waiting for its
+    /// end (from the exec's start until its end or kill is known).
+    pub(crate) fn set_in_flight(&mut self, in_flight: bool) {
+        self.in_flight = in_flight;
+    }
+}
+
 impl Drop for RunGuard {
     fn drop(&mut self) {
         lock(&self.runs.state).live.remove(&self.counter);
+        if self.in_flight {
+            self.runs.leave_behind();
+        }
     }
 }
 

@@ -53,7 +53,7 @@ enum Outcome {
     /// The pod, the Sandbox's Service DNS name if it has one, and whether
     /// this call resumed the Sandbox: then the pod is one its suspend did not
     /// delete, made after this call's patch, so no exec has run in it.
-    Ready { pod: Box<Pod>, service: Option<String>, resumed: bool },
+    Ready { pod: Box<Pod>, service: Option<String>, swept_by: Option<String>, resumed: bool },
     /// The claim or (direct mode) the Sandbox no longer exists.
     Gone,
     /// The claim now points at another Sandbox (its old one was deleted).
@@ -95,8 +95,9 @@ impl Lifecycle {
                 (id.name.clone(), None)
             };
             match self.bring_up(call, &sandbox_name, claims).await? {
-                Outcome::Ready { pod, service, resumed } => {
-                    return self.target(&id, &sandbox_name, &pod, service, fresh.is_some() || resumed).map(Some)
+                Outcome::Ready { pod, service, swept_by, resumed } => {
+                    let new = fresh.is_some() || resumed;
+                    return self.target(&id, &sandbox_name, &pod, service, swept_by, new).map(Some);
                 }
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
@@ -193,7 +194,11 @@ impl Lifecycle {
                 }
                 let op = format!("connect {id} (resuming it)");
                 self.require(&op, &access::resume(self.warm())).await?;
-                let mut patch = json!({ "spec": { "operatingMode": "Running" } });
+                // The resumed pod is new: this provider's engine takes it over.
+                let mut patch = json!({
+                    "metadata": { "annotations": { names::SWEPT_BY_ANNOTATION: self.swept_by } },
+                    "spec": { "operatingMode": "Running" },
+                });
                 if let Some(t) = &ttl {
                     manifest::merge_patch(&mut patch, t);
                 }
@@ -214,7 +219,12 @@ impl Lifecycle {
                         ev.emit(launch_event(&sb, name, id), Some(name), None, None);
                     }
                     ev.emit(EventKind::Ready, Some(name), readiness::scheduled_node(&pod), None);
-                    return Ok(Outcome::Ready { pod: Box::new(pod), service: service_fqdn(&sb), resumed: false });
+                    return Ok(Outcome::Ready {
+                        pod: Box::new(pod),
+                        service: service_fqdn(&sb),
+                        swept_by: swept_by(&sb),
+                        resumed: false,
+                    });
                 }
             }
         }
@@ -306,6 +316,7 @@ impl Lifecycle {
                 Readiness::Ready => Step::Done(Outcome::Ready {
                     pod: p.clone().unwrap_or_default(),
                     service: service_fqdn(sb),
+                    swept_by: swept_by(sb),
                     resumed: false,
                 }),
                 Readiness::Waiting(why) => Step::Waiting(why),
@@ -320,7 +331,15 @@ impl Lifecycle {
 
     /// The exec target in the ready pod: the `container` option (which must
     /// exist) or the first container.
-    fn target(&self, id: &SandboxId, name: &str, pod: &Pod, service: Option<String>, fresh: bool) -> Result<Connected> {
+    fn target(
+        &self,
+        id: &SandboxId,
+        name: &str,
+        pod: &Pod,
+        service: Option<String>,
+        swept_by: Option<String>,
+        fresh: bool,
+    ) -> Result<Connected> {
         let containers: Vec<&str> =
             pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str())).collect();
         let container = match &self.config.container {
@@ -337,7 +356,7 @@ impl Lifecycle {
                 .ok_or_else(|| Error::internal(format!("pod {name} has no containers")))?,
         };
         let target = ExecTarget { namespace: id.namespace.clone(), pod: name.to_string(), container: Some(container) };
-        Ok(Connected { target, service, fresh })
+        Ok(Connected { target, service, pod_uid: pod.metadata.uid.clone(), swept_by, fresh })
     }
 }
 
@@ -345,6 +364,11 @@ impl Lifecycle {
 /// `serviceFQDN` is none; read here only, so nothing after checks again).
 fn service_fqdn(sb: &SandboxObject) -> Option<String> {
     sb.status.as_ref().and_then(|s| s.service_fqdn.clone()).filter(|h| !h.is_empty())
+}
+
+/// The Sandbox's [`names::SWEPT_BY_ANNOTATION`].
+fn swept_by(sb: &SandboxObject) -> Option<String> {
+    sb.metadata.annotations.as_ref().and_then(|a| a.get(names::SWEPT_BY_ANNOTATION)).cloned()
 }
 
 /// `adopted` or `cold_start`: how the claim got the Sandbox `name`.

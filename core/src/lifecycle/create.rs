@@ -41,7 +41,11 @@ impl Lifecycle {
                 manifest::claim(&self.config, p, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
             }
             Mode::Direct(d) => {
-                manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
+                let mut sandbox =
+                    manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref());
+                // Its pod will be new: this provider's engine takes it over.
+                sandbox["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = self.swept_by.clone().into();
+                sandbox
             }
         };
         let object: DynamicObject =

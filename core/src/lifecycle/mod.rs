@@ -37,7 +37,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::Object;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +64,10 @@ pub(crate) struct Connected {
     pub target: ExecTarget,
     /// The Sandbox's Service DNS name (`status.serviceFQDN`), if it has one.
     pub service: Option<String>,
+    /// The pod's UID: a pod recreated under the same name is another pod.
+    pub pod_uid: Option<String>,
+    /// The Sandbox's [`names::SWEPT_BY_ANNOTATION`], if any.
+    pub swept_by: Option<String>,
     /// Created by this process and connected for the first time, or resumed
     /// by this connect (its pod is new): no exec can have left processes in
     /// the pod, so there is nothing to sweep.
@@ -94,6 +98,9 @@ pub(crate) struct Lifecycle {
     /// The connection's transport warning, until the first call's emitter
     /// has reported it (an event and a trace line, once).
     transport_warning: Mutex<Option<String>>,
+    /// This provider's exec engine, as creates and resumes mark it (see
+    /// [`Lifecycle::with_swept_by`]).
+    swept_by: String,
 }
 
 /// A claim or Sandbox this process created and nobody connected yet.
@@ -127,7 +134,22 @@ impl Lifecycle {
             fresh: Mutex::new(HashMap::new()),
             pool_check: PoolCheck::default(),
             transport_warning: Mutex::new(conn.transport_warning.clone()),
+            swept_by: String::new(),
         }
+    }
+
+    /// Names the exec engine (its instance id) that this provider's creates
+    /// and resumes mark as the Sandbox's [`names::SWEPT_BY_ANNOTATION`].
+    pub(crate) fn with_swept_by(mut self, engine: &str) -> Self {
+        self.swept_by = engine.to_owned();
+        self
+    }
+
+    /// Marks the Sandbox `name` as taken over by this provider's engine
+    /// (after its sweep), so its next reconnects need none.
+    pub(crate) async fn mark_swept(&self, namespace: &str, name: &str) -> Result<()> {
+        let patch = json!({ "metadata": { "annotations": { names::SWEPT_BY_ANNOTATION: self.swept_by } } });
+        self.patch(Kind::Sandbox, namespace, name, &patch).await.map(drop)
     }
 
     /// True in warm-pool mode (the id names a SandboxClaim).

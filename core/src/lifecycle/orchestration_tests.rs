@@ -26,6 +26,8 @@ use super::resources::SandboxObject;
 use super::*;
 
 const NS: &str = "ns";
+/// The exec engine the lifecycle marks as taking sandboxes over.
+const ENGINE: &str = "0123456789abcdef";
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 type Reaction = Box<dyn FnOnce(&FakeApi) + Send>;
@@ -276,7 +278,7 @@ fn lifecycle(api: &FakeApi, options: Value) -> (Lifecycle, tokio_mpsc::Unbounded
     let sink: EventSink = Arc::new(move |e| {
         let _ = tx.send(e.kind);
     });
-    (Lifecycle::new(&conn, Arc::new(config), Some(sink), &CancellationToken::new()), rx)
+    (Lifecycle::new(&conn, Arc::new(config), Some(sink), &CancellationToken::new()).with_swept_by(ENGINE), rx)
 }
 
 fn direct() -> Value {
@@ -502,7 +504,14 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
         ),
     );
     let resumed = name.clone();
-    api.after(&format!("patch sandboxes/{name}"), move |api| ready_sandbox_and_pod(api, &resumed, "a"));
+    api.after(&format!("patch sandboxes/{name}"), move |api| {
+        // The controller reports the patched Sandbox ready (its metadata as
+        // the patch left it) and its new pod running.
+        let mut sb = api.get("sandboxes", &resumed).unwrap();
+        ready_sandbox_and_pod(api, &resumed, "a");
+        sb["status"] = api.get("sandboxes", &resumed).unwrap()["status"].clone();
+        api.put("sandboxes", sb);
+    });
     // The shared watches are live (a provider that served calls before).
     lifecycle.caches.start(false);
     let mut pods = lifecycle.caches.pods.subscribe(&name);
@@ -516,9 +525,27 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
     let id = format!("{NS}/{name}");
     let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(connected.fresh, "resumed by this call: nothing to sweep");
+    assert_eq!(connected.swept_by.as_deref(), Some(ENGINE), "the resume marked it this engine's");
     assert_eq!(api.requests(&format!("get pods/{name}")), 0, "the suspended sandbox's missing pod is not asked for");
     assert_eq!(api.requests(&format!("get sandboxes/{name}")), 0, "read from the live cache");
     assert_eq!(next_event(&mut events).await, EventKind::Resumed);
     let again = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(!again.fresh, "a reconnect sweeps");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_created_sandbox_is_this_engines_and_a_mark_makes_another_so() {
+    // Direct mode: the Sandbox create makes carries the mark (its pod will be
+    // new); a Sandbox another process took over is marked after the sweep.
+    let api = FakeApi::default();
+    let (lifecycle, _) = lifecycle(&api, direct());
+    let made = api.clone();
+    let id = lifecycle.create("a").await.unwrap();
+    let name = id.split('/').nth(1).unwrap().to_owned();
+    assert_eq!(made.get("sandboxes", &name).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION], ENGINE);
+    let mut other = made.get("sandboxes", &name).unwrap();
+    other["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = "another".into();
+    api.put("sandboxes", other);
+    lifecycle.mark_swept(NS, &name).await.unwrap();
+    assert_eq!(api.get("sandboxes", &name).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION], ENGINE);
 }
