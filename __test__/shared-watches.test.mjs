@@ -65,6 +65,10 @@ describe("ten sandboxes on one provider", { skip, timeout: 600_000 }, () => {
       (stats.requests["create selfsubjectrulesreviews"] ?? 0) <= 2,
       `the permission review is shared by a burst of creates: ${JSON.stringify(stats.requests)}`,
     );
+    // The claims carry the orphan sweep's mark from their create: the first
+    // connects neither sweep (the pods were the pool's) nor write the mark.
+    assert.equal(stats.requests["exec pods/exec"] ?? 0, 0, JSON.stringify(stats.requests));
+    assert.equal(sum(stats.requests, "patch"), 0, JSON.stringify(stats.requests));
   });
 
   test("a reconnect of a ready sandbox asks the API server nothing, and sweeps nothing this process took over", async () => {

@@ -156,7 +156,7 @@ impl Provider {
             // and sweeps. Not marked: this process's next connect sweeps
             // again, which is all a failure here costs.
             if !ours {
-                if let Err(e) = parts.lifecycle.mark_swept(&target.namespace, &target.pod).await {
+                if let Err(e) = parts.lifecycle.mark_swept(id).await {
                     crate::trace!("connect {id}: marking the Sandbox swept failed: {}", e.message);
                 }
             }

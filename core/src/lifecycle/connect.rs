@@ -4,6 +4,7 @@
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -76,12 +77,15 @@ impl Lifecycle {
         // parallel with this call's first reads (the first call only).
         self.caches.start(self.warm());
         // A claim this process just created needs no GET: it is ours, create
-        // set its TTL, and the watch shows its state.
+        // set its TTL and its mark, and the watch shows its state.
         let mut fetch_claim = fresh.is_none();
+        // In warm-pool mode the claim carries the mark (names::SWEPT_BY_ANNOTATION).
+        let mut claim_mark = fresh.is_some().then(|| self.swept_by.clone());
         loop {
             let (sandbox_name, claims) = if self.warm() {
                 let claim = if fetch_claim {
                     let Some(claim) = self.fetch_claim(&id, actor_id).await? else { return Ok(None) };
+                    claim_mark = swept_by(&claim.metadata);
                     Some(claim)
                 } else {
                     None
@@ -97,7 +101,8 @@ impl Lifecycle {
             match self.bring_up(call, &sandbox_name, claims).await? {
                 Outcome::Ready { pod, service, swept_by, resumed } => {
                     let new = fresh.is_some() || resumed;
-                    return self.target(&id, &sandbox_name, &pod, service, swept_by, new).map(Some);
+                    let mark = if self.warm() { claim_mark } else { swept_by };
+                    return self.target(&id, &sandbox_name, &pod, service, mark, new).map(Some);
                 }
                 Outcome::Gone => return Ok(None),
                 Outcome::Rebound => continue,
@@ -194,11 +199,12 @@ impl Lifecycle {
                 }
                 let op = format!("connect {id} (resuming it)");
                 self.require(&op, &access::resume(self.warm())).await?;
-                // The resumed pod is new: this provider's engine takes it over.
-                let mut patch = json!({
-                    "metadata": { "annotations": { names::SWEPT_BY_ANNOTATION: self.swept_by } },
-                    "spec": { "operatingMode": "Running" },
-                });
+                let mut patch = json!({ "spec": { "operatingMode": "Running" } });
+                if !self.warm() {
+                    // The resumed pod is new: this provider's engine takes it
+                    // over (the claim carries the mark in warm-pool mode).
+                    patch["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = self.swept_by.clone().into();
+                }
                 if let Some(t) = &ttl {
                     manifest::merge_patch(&mut patch, t);
                 }
@@ -222,7 +228,7 @@ impl Lifecycle {
                     return Ok(Outcome::Ready {
                         pod: Box::new(pod),
                         service: service_fqdn(&sb),
-                        swept_by: swept_by(&sb),
+                        swept_by: swept_by(&sb.metadata),
                         resumed: false,
                     });
                 }
@@ -316,7 +322,7 @@ impl Lifecycle {
                 Readiness::Ready => Step::Done(Outcome::Ready {
                     pod: p.clone().unwrap_or_default(),
                     service: service_fqdn(sb),
-                    swept_by: swept_by(sb),
+                    swept_by: swept_by(&sb.metadata),
                     resumed: false,
                 }),
                 Readiness::Waiting(why) => Step::Waiting(why),
@@ -366,9 +372,9 @@ fn service_fqdn(sb: &SandboxObject) -> Option<String> {
     sb.status.as_ref().and_then(|s| s.service_fqdn.clone()).filter(|h| !h.is_empty())
 }
 
-/// The Sandbox's [`names::SWEPT_BY_ANNOTATION`].
-fn swept_by(sb: &SandboxObject) -> Option<String> {
-    sb.metadata.annotations.as_ref().and_then(|a| a.get(names::SWEPT_BY_ANNOTATION)).cloned()
+/// An object's [`names::SWEPT_BY_ANNOTATION`].
+fn swept_by(meta: &ObjectMeta) -> Option<String> {
+    meta.annotations.as_ref().and_then(|a| a.get(names::SWEPT_BY_ANNOTATION)).cloned()
 }
 
 /// `adopted` or `cold_start`: how the claim got the Sandbox `name`.

@@ -36,18 +36,17 @@ impl Lifecycle {
             }
         }
         let shutdown_time = self.ttl.as_ref().map(Ttl::shutdown_time);
-        let manifest = match &self.config.mode {
+        let mut manifest = match &self.config.mode {
             Mode::WarmPool(p) => {
                 manifest::claim(&self.config, p, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
             }
             Mode::Direct(d) => {
-                let mut sandbox =
-                    manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref());
-                // Its pod will be new: this provider's engine takes it over.
-                sandbox["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = self.swept_by.clone().into();
-                sandbox
+                manifest::sandbox(&self.config, d, &id.name, &id.namespace, actor_id, shutdown_time.as_deref())
             }
         };
+        // Its pod is new, or a warm pool member's that no exec ran in: this
+        // provider's engine takes it over.
+        manifest["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = self.swept_by.clone().into();
         let object: DynamicObject =
             serde_json::from_value(manifest).map_err(|e| Error::internal(e.to_string()).with_source(e))?;
         let kind = self.kind();

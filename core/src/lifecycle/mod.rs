@@ -66,7 +66,7 @@ pub(crate) struct Connected {
     pub service: Option<String>,
     /// The pod's UID: a pod recreated under the same name is another pod.
     pub pod_uid: Option<String>,
-    /// The Sandbox's [`names::SWEPT_BY_ANNOTATION`], if any.
+    /// The [`names::SWEPT_BY_ANNOTATION`] of the object the id names, if any.
     pub swept_by: Option<String>,
     /// Created by this process and connected for the first time, or resumed
     /// by this connect (its pod is new): no exec can have left processes in
@@ -139,17 +139,18 @@ impl Lifecycle {
     }
 
     /// Names the exec engine (its instance id) that this provider's creates
-    /// and resumes mark as the Sandbox's [`names::SWEPT_BY_ANNOTATION`].
+    /// and resumes put in [`names::SWEPT_BY_ANNOTATION`].
     pub(crate) fn with_swept_by(mut self, engine: &str) -> Self {
         self.swept_by = engine.to_owned();
         self
     }
 
-    /// Marks the Sandbox `name` as taken over by this provider's engine
-    /// (after its sweep), so its next reconnects need none.
-    pub(crate) async fn mark_swept(&self, namespace: &str, name: &str) -> Result<()> {
+    /// Marks the sandbox `id` as taken over by this provider's engine (after
+    /// its sweep), so its next reconnects need none.
+    pub(crate) async fn mark_swept(&self, id: &str) -> Result<()> {
+        let Some(id) = self.own_id(id) else { return Ok(()) };
         let patch = json!({ "metadata": { "annotations": { names::SWEPT_BY_ANNOTATION: self.swept_by } } });
-        self.patch(Kind::Sandbox, namespace, name, &patch).await.map(drop)
+        self.patch(self.kind(), &id.namespace, &id.name, &patch).await.map(drop)
     }
 
     /// True in warm-pool mode (the id names a SandboxClaim).

@@ -18,10 +18,12 @@ use crate::error::{Error, Result};
 pub(crate) const ACTOR_LABEL: &str = "agent-sandbox-provider/actor-hash";
 /// Annotation with the raw actor id.
 pub(crate) const ACTOR_ANNOTATION: &str = "agent-sandbox-provider/actor-id";
-/// Annotation on a Sandbox naming the exec engine (its instance id) that
-/// last took its pod over: swept it, created it or resumed it. While it
-/// names this process's engine, no other process has run commands there
-/// since (see `Provider::connect`).
+/// Annotation naming the exec engine (its instance id) that last took the
+/// sandbox's pod over: swept it, created it or resumed it. While it names
+/// this process's engine, no other process has run commands there since
+/// (see `Provider::connect`). It is on the object the id names, which the
+/// provider made: the claim in warm-pool mode (the Sandbox is the pool's
+/// until claimed), the Sandbox in direct mode.
 pub(crate) const SWEPT_BY_ANNOTATION: &str = "agent-sandbox-provider/swept-by";
 /// Annotation with the provider name that created the object.
 pub(crate) const PROVIDER_ANNOTATION: &str = "agent-sandbox-provider/provider-name";

@@ -24,6 +24,7 @@ use tokio::sync::mpsc as tokio_mpsc;
 
 use super::resources::SandboxObject;
 use super::*;
+use crate::client::informer::Seen;
 
 const NS: &str = "ns";
 /// The exec engine the lifecycle marks as taking sandboxes over.
@@ -546,6 +547,56 @@ async fn a_created_sandbox_is_this_engines_and_a_mark_makes_another_so() {
     let mut other = made.get("sandboxes", &name).unwrap();
     other["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = "another".into();
     api.put("sandboxes", other);
-    lifecycle.mark_swept(NS, &name).await.unwrap();
+    lifecycle.mark_swept(&id).await.unwrap();
     assert_eq!(api.get("sandboxes", &name).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION], ENGINE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_warm_pool_mode_the_claim_carries_the_mark() {
+    // The claim is the provider's own object; its Sandbox is the pool's until
+    // claimed. Create marks the claim, a connect reads the mark there, and a
+    // mark after another process's sweep patches the claim: a warm
+    // create+connect makes no request on the Sandbox.
+    let api = FakeApi::default();
+    let (lifecycle, _) = lifecycle(&api, json!({ "warmPool": "pool", "suspend": "none" }));
+    api.put(
+        "sandboxwarmpools",
+        json!({ "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+                "metadata": { "name": "pool" }, "spec": { "sandboxTemplateRef": { "name": "t" } } }),
+    );
+    api.put(
+        "sandboxtemplates",
+        json!({ "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxTemplate",
+                "metadata": { "name": "t" },
+                "spec": { "podTemplate": { "spec": { "containers": [{ "name": "main", "image": "busybox" }] } } } }),
+    );
+    let id = lifecycle.create("a").await.unwrap();
+    let claim = id.split('/').nth(1).unwrap().to_owned();
+    let mark_of = |api: &FakeApi| {
+        api.get("sandboxclaims", &claim).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION].clone()
+    };
+    assert_eq!(mark_of(&api), ENGINE, "create marked the claim");
+    // The controller hands it a warm member.
+    ready_sandbox_and_pod(&api, "pool-x1", "a");
+    let mut bound = api.get("sandboxclaims", &claim).unwrap();
+    bound["status"] = json!({ "sandbox": { "name": "pool-x1" } });
+    api.put("sandboxclaims", bound);
+    let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+    assert!(connected.fresh, "claimed by this call's create: nothing to sweep");
+    assert_eq!(connected.swept_by.as_deref(), Some(ENGINE), "the claim's mark");
+    // Another process took it over: its mark is on the claim.
+    let mut other = api.get("sandboxclaims", &claim).unwrap();
+    other["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION] = "another".into();
+    api.put("sandboxclaims", other);
+    let mut claims = lifecycle.caches.claims.subscribe(&claim);
+    while !matches!(claims.now(), Some(Seen::Present(c)) if c.metadata.annotations.as_ref().and_then(|a| a.get(names::SWEPT_BY_ANNOTATION)).is_some_and(|m| m == "another"))
+    {
+        claims.changed().await;
+    }
+    let again = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+    assert!(!again.fresh);
+    assert_eq!(again.swept_by.as_deref(), Some("another"), "read from the claim, not the Sandbox");
+    lifecycle.mark_swept(&id).await.unwrap();
+    assert_eq!(mark_of(&api), ENGINE, "marked on the claim");
+    assert_eq!(api.requests("patch sandboxes/pool-x1"), 0, "the pool's Sandbox is not written");
 }
