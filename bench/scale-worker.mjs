@@ -2,8 +2,9 @@
 // its own so that the harness can sample its sockets, RSS and CPU from
 // outside (/proc). It holds ONE client for the whole run and executes the
 // phases the harness sends over IPC:
-//   - "package": one agentSandboxProvider (direct mode) — the package is the
-//     one SCALE_BENCH_PACKAGE names and its addon the one
+//   - "package": one agentSandboxProvider, in direct mode or (with `pool`)
+//     claiming from that warm pool — the package is the one
+//     SCALE_BENCH_PACKAGE names and its addon the one
 //     NAPI_RS_NATIVE_LIBRARY_PATH names, so two commits can be measured;
 //   - "baseline": a minimal client doing the same storm with
 //     @kubernetes/client-node: one POST/PATCH/DELETE per operation and ONE
@@ -50,7 +51,7 @@ async function packageClient(o) {
     // Execs at once are measured (the exec group, the sweeps of 50 connects
     // at once): the default cap of 32 would be what is measured.
     maxConcurrentExecs: 256,
-    sandbox: { image: o.image, volume: { size: o.volumeSize }, podTemplate: o.podTemplate },
+    ...(o.pool ? { warmPool: o.pool } : { sandbox: { image: o.image, volume: { size: o.volumeSize }, podTemplate: o.podTemplate } }),
   });
   const sandboxes = new Map(); // id → Sandbox from the last connect
   return {

@@ -1,5 +1,5 @@
 // npm run bench -- --scale [--quick] [--sizes=10,100] [--reps=3 | --reps=3,3,1] [--compare=<git-rev>]
-//                          [--no-baseline] [--exec-group=100] [--out=scale]
+//                          [--pool] [--no-baseline] [--exec-group=100] [--out=scale]
 //
 // One client serving N sandboxes (issue 19): N = 10, 100, 300, 1000 (--quick:
 // 10 and 100, one repetition). Each run is one client in its own process
@@ -16,6 +16,11 @@
 // Clients, interleaved within each repetition: this checkout's addon, the addon of
 // --compare=<rev> (built in a temporary worktree), and a minimal
 // @kubernetes/client-node client doing the same storm (the cluster's share).
+// The package clients create Sandboxes directly; --pool runs each of them a
+// second time in warm-pool mode (keys pool, compare-pool): `create` claims
+// from a SandboxWarmPool of N members warmed before the run (the warming is
+// the controller's, not timed), scaled to 0 after the create phase so that
+// its replenished members are gone before the next phase.
 //
 // The cluster runs with the scale profile (`cluster.sh up --scale`, started if
 // needed) in namespace agents-scale. The exec group (min(N, 100) sandboxes)
@@ -43,6 +48,7 @@ const SIZES = opt("sizes")?.split(",").map(Number) ?? (quick ? [10, 100] : [10, 
 const REPS_LIST = (opt("reps") ?? (quick ? "1" : "3")).split(",").map(Number);
 const repsOf = (n) => REPS_LIST[SIZES.indexOf(n)] ?? REPS_LIST.at(-1);
 const COMPARE = opt("compare");
+const POOL = args.includes("--pool");
 const BASELINE = !args.includes("--no-baseline");
 const EXEC_GROUP = Number(opt("exec-group") ?? 100); // real pods on kwok-node-0 (500-pod capacity, shared)
 const SUSPEND_SUBSET = 20;
@@ -70,7 +76,7 @@ const AUDIT = process.env.SANDBOX_SCALE_AUDIT_LOG;
 if (!NS || !KUBECONFIG) throw new Error("the cluster has no scale profile (SANDBOX_SCALE_* missing from .cluster/env)");
 const STATE = process.env.SANDBOX_CLUSTER_STATE || `${ROOT}.cluster`;
 const API_PORT = Number(new URL(readFileSync(KUBECONFIG, "utf8").match(/server: (\S+)/)[1]).port);
-const k = admin();
+const k = admin(NS);
 
 const rev = (r) => sh("git", ["rev-parse", "--short", r]);
 const clients = [];
@@ -88,6 +94,7 @@ if (!thisRev.endsWith("+dirty") && existsSync(`${BENCH}.addon/agent-sandbox-prov
 }
 clients.push({ key: "package", label: `package ${thisRev}`, mode: "package", addon: process.env.NAPI_RS_NATIVE_LIBRARY_PATH, dir: ROOT });
 if (COMPARE) clients.push({ key: "compare", label: `package ${rev(COMPARE)}`, mode: "package", ...buildRev(COMPARE) });
+if (POOL) for (const c of [...clients]) clients.push({ ...c, key: c.key === "package" ? "pool" : `${c.key}-pool`, label: `${c.label}, warm pool`, pool: true });
 if (BASELINE) clients.push({ key: "baseline", label: "minimal client (client-node)", mode: "baseline", addon: null });
 
 /**
@@ -164,15 +171,50 @@ const POD_TEMPLATE = {
 const observer = await obsLib.observer(k.kc, NS);
 await cleanNamespace();
 
-/** Deletes what a failed run left in the namespace and waits until it is empty. */
+/**
+ * Deletes what a failed run left in the namespace (warm pools and claims
+ * first: they would make Sandboxes again) and waits until it is empty.
+ */
 async function cleanNamespace() {
   const left = observer.count();
-  if (left.sandboxes + left.pods + left.pvcs === 0) return;
+  if (Object.values(left).every((c) => c === 0)) return;
   log(`cleaning ${JSON.stringify(left)} left in ${NS}`);
   await k.cordon(SCALE_NODE, false);
   const { CustomObjectsApi } = await import("@kubernetes/client-node");
-  await k.kc.makeApiClient(CustomObjectsApi).deleteCollectionNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: NS, plural: "sandboxes" });
+  const co = k.kc.makeApiClient(CustomObjectsApi);
+  const ext = { group: "extensions.agents.x-k8s.io", version: "v1beta1", namespace: NS };
+  await co.deleteCollectionNamespacedCustomObject({ ...ext, plural: "sandboxwarmpools" });
+  await co.deleteCollectionNamespacedCustomObject({ ...ext, plural: "sandboxclaims" });
+  await co.deleteCollectionNamespacedCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", namespace: NS, plural: "sandboxes" });
   await observer.empty(600_000);
+}
+
+/**
+ * Warm pool `name` of n members of the scale template, made before a
+ * warm-pool run and not timed: the first e with the scale node cordoned (so
+ * on the real node: the exec group), the rest on the scale node.
+ */
+async function warmPool(name, n, e) {
+  const pod = structuredClone(BASELINE_POD);
+  pod.spec.tolerations = POD_TEMPLATE.spec.tolerations;
+  pod.spec.affinity = POD_TEMPLATE.spec.affinity;
+  await k.applyTemplate("scale", {
+    networkPolicyManagement: "Unmanaged",
+    podTemplate: pod,
+    volumeClaimTemplates: [{ metadata: { name: "workspace" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Mi" } } } }],
+  });
+  log(`warm pool ${name}: ${e} members on ${REAL_NODE}, ${n - e} on ${SCALE_NODE}`);
+  await k.cordon(SCALE_NODE, true);
+  try {
+    await k.createPool(name, { template: "scale" }, e);
+    await k.waitPoolReady(name, e, 600_000);
+  } finally {
+    await k.cordon(SCALE_NODE, false);
+  }
+  if (n > e) {
+    await k.scalePool(name, n);
+    await k.waitPoolReady(name, n, 1_200_000);
+  }
 }
 
 function startWorker(client) {
@@ -197,14 +239,16 @@ function startWorker(client) {
 
 async function run(client, n, rep) {
   const runId = `${Date.now().toString(36)}`;
+  const E = Math.min(n, EXEC_GROUP);
+  const pool = client.pool ? `scale-${runId}` : undefined;
+  if (pool) await warmPool(pool, n, E);
   const w = startWorker(client);
   const audit = obsLib.auditReader(AUDIT);
   const m0 = await obsLib.apiMetrics(k);
-  const init = { mode: client.mode, ns: NS, kubeconfig: KUBECONFIG, image: IMAGE, volumeSize: "1Mi", podTemplate: POD_TEMPLATE, baselinePod: BASELINE_POD };
+  const init = { mode: client.mode, ns: NS, kubeconfig: KUBECONFIG, image: IMAGE, volumeSize: "1Mi", podTemplate: POD_TEMPLATE, baselinePod: BASELINE_POD, pool };
   await w.call("init", init);
   audit.read(); // the client's start-up requests are not a phase's
   const rss0 = obsLib.rssKiB(w.pid);
-  const E = Math.min(n, EXEC_GROUP);
   const items = Array.from({ length: n }, (_, i) => ({ actor: `scale-${runId}-${i}` }));
   const phases = {};
   const phasesExtra = {};
@@ -258,14 +302,27 @@ async function run(client, n, rep) {
       `  requests ${f(out.requestsTotal)} (LIST ${f(out.lists)})  rss/sbx ${f(out.rssPerSandboxKiB)} KiB${failed.length ? `  FAILED ${failed.length}: ${failed[0].error}` : ""}`);
     return rs;
   }
+  // Ready as the harness saw it: the Sandbox (for its current generation)
+  // and its pod; for a claim, also the claim naming it.
+  const readyOf = (name) => {
+    if (!pool) return observer.readyAt(name);
+    const [bound, ready] = [observer.claimBoundAt(name), observer.readyAt(observer.sandboxOf(name))];
+    return bound && ready ? Math.max(bound, ready) : null;
+  };
   const markReady = (list) => {
-    for (const r of list) if (!r.error) r.ready = observer.readyAt(r.name);
+    for (const r of list) if (!r.error) r.ready = readyOf(r.name);
   };
   const placement = {};
 
   try {
-    // create: the exec group with the scale node cordoned (so on kwok-node-0), then the rest.
+    // create: the exec group with the scale node cordoned (so on kwok-node-0),
+    // then the rest; or claims from the warm pool, whose members are placed so.
     const created = await phase("create", async () => {
+      if (pool) {
+        const r = await w.call("create", { items, concurrency: CONCURRENCY });
+        markReady(r.results);
+        return [r];
+      }
       await k.cordon(SCALE_NODE, true);
       let a;
       try {
@@ -278,10 +335,16 @@ async function run(client, n, rep) {
       for (const r of rs) markReady(r.results);
       return rs;
     }, { readyFrom: (r) => r.t2 });
-    created.flatMap((r) => r.results).forEach((r, i) => Object.assign(items[i], { id: r.id, name: r.name, failed: Boolean(r.error) }));
+    created.flatMap((r) => r.results).forEach((r, i) =>
+      Object.assign(items[i], { id: r.id, name: r.name, sandbox: pool ? observer.sandboxOf(r.name) : r.name, failed: Boolean(r.error) }));
     const live = items.filter((it) => !it.failed);
-    const execGroup = live.slice(0, E).filter((it) => observer.nodeOf(it.name) === REAL_NODE);
-    for (const it of live) placement[observer.nodeOf(it.name)] = (placement[observer.nodeOf(it.name)] ?? 0) + 1;
+    const execGroup = live.filter((it) => observer.nodeOf(it.sandbox) === REAL_NODE).slice(0, E);
+    for (const it of live) placement[observer.nodeOf(it.sandbox)] = (placement[observer.nodeOf(it.sandbox)] ?? 0) + 1;
+    if (pool) {
+      // The members the pool made for the claimed ones go before the next phase.
+      await k.scalePool(pool, 0);
+      await observer.sandboxes(live.length, 600_000);
+    }
 
     await phase("connect", async () => [await w.call("connect", { items: live, concurrency: CONCURRENCY })]);
     await phase("reconnect", async () => [await w.call("connect", { items: live, concurrency: CONCURRENCY })]);
@@ -323,6 +386,7 @@ async function run(client, n, rep) {
     });
   } finally {
     w.stop();
+    if (pool) await k.deletePool(pool).catch((e) => errors.push(`delete warm pool ${pool}: ${e.message}`));
     await cleanNamespace().catch((e) => errors.push(`clean ${NS}: ${e.message}`));
   }
   return { client: client.key, n, rep, execGroup: E, placement, destroyAllMs: phasesExtra.destroyAllMs, phases };

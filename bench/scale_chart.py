@@ -2,7 +2,8 @@
 
 One panel per figure that must not grow with the number of sandboxes N a
 client serves, against N (log scale), one line per client (this commit, the
-compared commit, the minimal client-node baseline); median over repetitions,
+compared commit, each in warm-pool mode too with --pool, the minimal
+client-node baseline); median over repetitions,
 whiskers min-max.
 """
 
@@ -25,7 +26,13 @@ PANELS = [
     ("reconnect", "latencyP50Ms", "reconnect latency p50, ms"),
     ("destroy", "wallS", "destroy-all wall time, s"),
 ]
-STYLE = {"package": ("#C44E52", "o"), "compare": ("#4C72B0", "s"), "baseline": ("#8C8C8C", "^")}
+STYLE = {
+    "package": ("#C44E52", "o"),
+    "compare": ("#4C72B0", "s"),
+    "pool": ("#DD8452", "D"),
+    "compare-pool": ("#55A868", "v"),
+    "baseline": ("#8C8C8C", "^"),
+}
 
 
 def main(src, out):

@@ -21,12 +21,11 @@ export function ensureCluster(args = []) {
 }
 
 /** Admin-side API clients (setup and inspection only; measurements use the least-privilege SA). */
-export function admin() {
+export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
   const kc = new KubeConfig();
   kc.loadFromFile(process.env.SANDBOX_TEST_ADMIN_KUBECONFIG);
   const co = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
-  const ns = process.env.SANDBOX_TEST_NAMESPACE || "agents";
   const get = (api, plural, name) =>
     co.getNamespacedCustomObject({ ...api, namespace: ns, plural, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e)));
   return {
@@ -75,12 +74,20 @@ export function admin() {
     },
 
     /** A private warm pool with the template of `like`, so others' pools are left alone. */
+    /** A warm pool like pool `like` (a name), or of template `like.template`. */
     async createPool(name, like, replicas) {
-      const src = await this.pool(like);
-      if (!src) throw new Error(`warm pool ${like} not found`);
-      const body = { apiVersion: `${EXT.group}/${EXT.version}`, kind: "SandboxWarmPool", metadata: { name }, spec: { ...src.spec, replicas } };
+      const spec = typeof like === "string" ? (await this.pool(like))?.spec : { sandboxTemplateRef: { name: like.template } };
+      if (!spec) throw new Error(`warm pool ${like} not found`);
+      const body = { apiVersion: `${EXT.group}/${EXT.version}`, kind: "SandboxWarmPool", metadata: { name }, spec: { ...spec, replicas } };
       if (await this.pool(name)) await this.scalePool(name, replicas);
       else await co.createNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", body });
+    },
+    /** Creates SandboxTemplate `name`, or replaces its spec. */
+    async applyTemplate(name, spec) {
+      const api = { ...EXT, namespace: ns, plural: "sandboxtemplates" };
+      const old = await get(EXT, "sandboxtemplates", name);
+      const body = { apiVersion: `${EXT.group}/${EXT.version}`, kind: "SandboxTemplate", metadata: { name, resourceVersion: old?.metadata.resourceVersion }, spec };
+      await (old ? co.replaceNamespacedCustomObject({ ...api, name, body }) : co.createNamespacedCustomObject({ ...api, body }));
     },
     scalePool: (name, replicas) =>
       co.patchNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", name, body: [{ op: "replace", path: "/spec/replicas", value: replicas }] }),

@@ -190,7 +190,8 @@ export function auditReader(path) {
 /**
  * One watch per kind over the bench namespace (cluster-scoped with a field
  * selector, so the API server's namespaced WATCH gauge holds only the
- * client's): when each Sandbox and pod was first seen Ready, and what exists.
+ * client's): when each claim, Sandbox and pod was first seen Ready, and what
+ * exists.
  */
 export async function observer(kc, ns) {
   const k8s = await import("@kubernetes/client-node");
@@ -198,12 +199,20 @@ export async function observer(kc, ns) {
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const co = kc.makeApiClient(k8s.CustomObjectsApi);
   const fieldSelector = `metadata.namespace=${ns}`;
-  const readyAt = { sandboxes: new Map(), pods: new Map() };
-  const live = { sandboxes: new Map(), pods: new Map(), persistentvolumeclaims: new Map() };
+  const readyAt = { sandboxes: new Map(), pods: new Map(), sandboxclaims: new Map() };
+  const live = { sandboxes: new Map(), pods: new Map(), persistentvolumeclaims: new Map(), sandboxclaims: new Map() };
   const waiters = new Set();
-  // The provider's rule (readiness.rs): the Sandbox's Ready condition, and its pod Running.
+  // The provider's rule (readiness.rs): the Sandbox's Ready condition for its
+  // current generation (a warm member's adoption and a resume change its spec,
+  // and its Ready stays the old generation's until the controller has caught
+  // up), and its pod Running; a claim once it names its Sandbox (its Ready
+  // condition is the Sandbox's, forwarded a moment later).
+  const readyCondition = (o, generation) =>
+    o?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True" && (generation === undefined || c.observedGeneration === generation));
   const isReady = (o, kind) =>
-    kind === "pods" ? o?.status?.phase === "Running" && Boolean(o.spec?.nodeName) : o?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+    kind === "pods" ? o?.status?.phase === "Running" && Boolean(o.spec?.nodeName)
+      : kind === "sandboxclaims" ? Boolean(o.status?.sandbox?.name)
+        : readyCondition(o, o?.metadata?.generation);
   const seen = (kind, obj, deleted) => {
     const name = obj.metadata.name;
     if (deleted) {
@@ -243,6 +252,23 @@ export async function observer(kc, ns) {
     co.listClusterCustomObject({ group: "agents.x-k8s.io", version: "v1beta1", plural: "sandboxes", fieldSelector }));
   await follow("/api/v1/pods", "pods", () => core.listPodForAllNamespaces({ fieldSelector }));
   await follow("/api/v1/persistentvolumeclaims", "persistentvolumeclaims", () => core.listPersistentVolumeClaimForAllNamespaces({ fieldSelector }));
+  await follow("/apis/extensions.agents.x-k8s.io/v1beta1/sandboxclaims", "sandboxclaims", () =>
+    co.listClusterCustomObject({ group: "extensions.agents.x-k8s.io", version: "v1beta1", plural: "sandboxclaims", fieldSelector }));
+  /** Resolves (with the time of the event that made it true) when `done()` holds. */
+  const until = (done, timeoutMs, what) => {
+    if (done()) return Promise.resolve(now());
+    return new Promise((resolve, reject) => {
+      const f = () => {
+        if (!done()) return;
+        waiters.delete(f);
+        clearTimeout(t);
+        resolve(now());
+      };
+      const t = setTimeout(() => (waiters.delete(f), reject(new Error(`${what()} after ${timeoutMs} ms`))), timeoutMs);
+      waiters.add(f);
+    });
+  };
+  const count = () => ({ sandboxes: live.sandboxes.size, pods: live.pods.size, pvcs: live.persistentvolumeclaims.size, claims: live.sandboxclaims.size });
   return {
     /** When `name` was last seen Ready as a Sandbox and as a pod (the later of the two), or null. */
     readyAt(name) {
@@ -250,41 +276,16 @@ export async function observer(kc, ns) {
       const p = readyAt.pods.get(name);
       return s?.ready && p?.ready ? Math.max(s.at, p.at) : null;
     },
-    count: () => ({ sandboxes: live.sandboxes.size, pods: live.pods.size, pvcs: live.persistentvolumeclaims.size }),
+    /** When claim `name` was first seen naming its Sandbox, or null (warm-pool mode). */
+    claimBoundAt: (name) => (readyAt.sandboxclaims.get(name)?.ready ? readyAt.sandboxclaims.get(name).at : null),
+    /** The Sandbox claim `name` is bound to (a warm pool member's name), or null. */
+    sandboxOf: (claim) => live.sandboxclaims.get(claim)?.status?.sandbox?.name ?? null,
+    count,
     nodeOf: (name) => live.pods.get(name)?.spec?.nodeName ?? null,
     /** Resolves when nothing of the namespace is left (time of the event that emptied it). */
-    empty(timeoutMs) {
-      const done = () => live.sandboxes.size + live.pods.size + live.persistentvolumeclaims.size === 0;
-      if (done()) return Promise.resolve(now());
-      return new Promise((resolve, reject) => {
-        const f = () => {
-          if (!done()) return;
-          waiters.delete(f);
-          clearTimeout(t);
-          resolve(now());
-        };
-        const t = setTimeout(() => {
-          waiters.delete(f);
-          reject(new Error(`objects left after ${timeoutMs} ms: ${JSON.stringify(this.count())}`));
-        }, timeoutMs);
-        waiters.add(f);
-      });
-    },
-    /** Resolves when every pod of `names` is bound to a node. */
-    scheduled(names, timeoutMs) {
-      const done = () => names.every((n) => live.pods.get(n)?.spec?.nodeName);
-      if (done()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const f = () => {
-          if (!done()) return;
-          waiters.delete(f);
-          clearTimeout(t);
-          resolve();
-        };
-        const t = setTimeout(() => (waiters.delete(f), reject(new Error("pods not scheduled"))), timeoutMs);
-        waiters.add(f);
-      });
-    },
+    empty: (timeoutMs) => until(() => Object.values(count()).every((c) => c === 0), timeoutMs, () => `objects left: ${JSON.stringify(count())}`),
+    /** Resolves when exactly `n` Sandboxes exist (a warm pool's unclaimed members gone). */
+    sandboxes: (n, timeoutMs) => until(() => live.sandboxes.size === n, timeoutMs, () => `${live.sandboxes.size} Sandboxes, not ${n},`),
     stop() {
       stopped = true;
       for (const lw of informers) lw.stop();

@@ -131,16 +131,31 @@ export function scaleMarkdown(result) {
     L.push(`| ${label} | ${cells.join(" | ")} |`);
   }
   L.push("");
+  // What a sandbox costs in memory apart from what the client costs at all:
+  // RSS at the end of reconnect (everything connected) fitted as a + b·N.
+  L.push("RSS at the end of reconnect (all N connected), least-squares fit RSS = fixed + per-sandbox × N:", "");
+  for (const c of clientKeys) {
+    const pts = Object.entries(figures[c]).map(([n, f]) => [Number(n), med(f.phases.reconnect?.rssMiB)]).filter(([, y]) => Number.isFinite(y));
+    const fit = linearFit(pts);
+    if (fit) L.push(`- ${c}: ${fmt(fit.slope * 1024)} KiB per sandbox, ${fmt(fit.intercept)} MiB fixed (${pts.map(([n, y]) => `N=${n}: ${fmt(y)} MiB`).join(", ")})`);
+  }
+  L.push("");
   if (meta.errors.length) L.push("## Errors", "", ...meta.errors.map((e) => `- ${e}`), "");
   return L.join("\n") + "\n";
 }
 
 /** Least-squares slope of log y over log N (points with y > 0). */
 export function exponent(pts) {
-  const p = pts.filter(([n, y]) => n > 0 && y > 0).map(([n, y]) => [Math.log(n), Math.log(y)]);
+  return linearFit(pts.filter(([n, y]) => n > 0 && y > 0).map(([n, y]) => [Math.log(n), Math.log(y)]))?.slope ?? null;
+}
+
+/** Least-squares line y = intercept + slope·x through [x, y] points, or null. */
+export function linearFit(p) {
   if (p.length < 2) return null;
   const mx = p.reduce((a, [x]) => a + x, 0) / p.length;
   const my = p.reduce((a, [, y]) => a + y, 0) / p.length;
   const sxx = p.reduce((a, [x]) => a + (x - mx) ** 2, 0);
-  return sxx ? p.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0) / sxx : null;
+  if (!sxx) return null;
+  const slope = p.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0) / sxx;
+  return { slope, intercept: my - slope * mx };
 }
