@@ -10,14 +10,14 @@
 //     @kubernetes/client-node: one POST/PATCH/DELETE per operation and ONE
 //     namespace informer (LIST+WATCH) per kind for every wait. What it costs is the cluster's share; the package's figures
 //     minus these are the provider's.
-// Replies carry per-call timestamps (epoch ms, same host clock as the
+// Replies carry per-call timestamps (CLOCK_MONOTONIC ms, the clock of the
 // harness's observer), the event-loop delay and this process's CPU time.
 
-import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Writable } from "node:stream";
+import { now } from "./lib/scale-observe.mjs";
 import { percentile } from "./lib/stats.mjs";
 
-const now = () => performance.timeOrigin + performance.now();
 let client = null;
 
 /** Runs fn over items, at most `limit` at a time; per-item { ok | error }. */

@@ -34,7 +34,6 @@
 
 import { execFileSync, fork } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { performance } from "node:perf_hooks";
 import os from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { BENCH, ROOT, buildPackage, chartPython, checkoutTargetDir, installNodeModules, machine, sh } from "./lib/setup.mjs";
@@ -259,9 +258,9 @@ async function run(client, n, rep) {
     const cpu0 = obsLib.cpuSnapshot(worker.pid, `${STATE}/run`);
     const ma = await obsLib.apiMetrics(k);
     audit.read();
-    const started = performance.timeOrigin + performance.now();
+    const started = obsLib.now();
     const rs = await body();
-    const ended = performance.timeOrigin + performance.now();
+    const ended = obsLib.now();
     const c = conns.stop();
     const cpu = obsLib.cpuDelta(cpu0, obsLib.cpuSnapshot(worker.pid, `${STATE}/run`));
     const mb = await obsLib.apiMetrics(k);
