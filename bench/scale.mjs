@@ -342,7 +342,7 @@ async function run(client, n, rep) {
     if (pool) {
       // The members the pool made for the claimed ones go before the next phase.
       await k.scalePool(pool, 0);
-      await observer.sandboxes(live.length, 600_000);
+      await observer.poolEmptied(pool, 600_000);
     }
 
     await phase("connect", async () => [await w.call("connect", { items: live, concurrency: CONCURRENCY })]);

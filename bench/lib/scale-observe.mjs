@@ -289,8 +289,11 @@ export async function observer(kc, ns) {
     nodeOf: (name) => live.pods.get(name)?.spec?.nodeName ?? null,
     /** Resolves when nothing of the namespace is left (time of the event that emptied it). */
     empty: (timeoutMs) => until(() => Object.values(count()).every((c) => c === 0), timeoutMs, () => `objects left: ${JSON.stringify(count())}`),
-    /** Resolves when exactly `n` Sandboxes exist (a warm pool's unclaimed members gone). */
-    sandboxes: (n, timeoutMs) => until(() => live.sandboxes.size === n, timeoutMs, () => `${live.sandboxes.size} Sandboxes, not ${n},`),
+    /** Resolves when no Sandbox belongs to warm pool `pool` any more (its unclaimed members gone). */
+    poolEmptied(pool, timeoutMs) {
+      const members = () => [...live.sandboxes.values()].filter((o) => o.metadata.ownerReferences?.some((r) => r.kind === "SandboxWarmPool" && r.name === pool));
+      return until(() => members().length === 0, timeoutMs, () => `${members().length} Sandboxes of warm pool ${pool} left`);
+    },
     stop() {
       stopped = true;
       for (const lw of informers) lw.stop();
