@@ -71,3 +71,12 @@ export function actorId(label) {
 export function objectName(id) {
   return id.split("/")[1];
 }
+
+/**
+ * A port for a test's server in a pod. The local node's pods share the
+ * host's network namespace, so it stays below the host's ephemeral range
+ * (Linux: 32768 and up), where the control plane's many loopback connections
+ * take their local ports: a server there can find its port taken (a CI run
+ * saw `python3 -m http.server` never answer).
+ */
+export const serverPort = () => 20000 + Math.floor(Math.random() * 12000);

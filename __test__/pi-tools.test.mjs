@@ -13,7 +13,7 @@ import {
   createReadToolDefinition,
   createWriteToolDefinition,
 } from "@mariozechner/pi-coding-agent";
-import { skip } from "./cluster.mjs";
+import { serverPort as port, skip } from "./cluster.mjs";
 import { openSandbox, scratchDir } from "./sandbox-fixture.mjs";
 
 /** Pi's BashOperations over a Sandbox, as the adapter maps them. */
@@ -33,7 +33,6 @@ async function call(tool, params) {
   return r.content.map((c) => c.text).join("");
 }
 
-const port = () => 20000 + Math.floor(Math.random() * 20000);
 const fetchStatus = (p) => `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:${p}/').status)"`;
 
 describe("the Pi coding agent's tools against a sandbox", { skip, timeout: 300_000 }, () => {

@@ -12,7 +12,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { after, before, describe, test } from "node:test";
 import { ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, getObject, kubectl, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, getObject, kubectl, namespace, objectName, serverPort, skip } from "./cluster.mjs";
 import { provider, withSandbox } from "./sandbox-fixture.mjs";
 
 setFlagsFromString("--expose-gc");
@@ -33,7 +33,7 @@ const live = () => {
 const MiB = 1024 * 1024;
 const BIG = 64 * MiB;
 // A port of this run, and one nothing listens on.
-const PORT = 20000 + (process.pid % 20000);
+const PORT = serverPort();
 const FREE = PORT + 20001;
 
 // /        → "hello <method> <url> host=<host>"

@@ -11,14 +11,12 @@ import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, apiserver, getObject, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, apiserver, getObject, namespace, objectName, serverPort as port, skip } from "./cluster.mjs";
 import { openSandbox, sandboxChild, scratchDir, sh, waitGone } from "./sandbox-fixture.mjs";
 
 /** Numbered lines 1..n, as `seq` prints them. */
 const numbered = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => `${from + i}\n`).join("");
 const text = (chunks, stream) => chunks.filter((c) => c.stream === stream).map((c) => Buffer.from(c.data).toString()).join("");
-/** A free-ish port for servers: pods share the node's network here. */
-const port = () => 20000 + Math.floor(Math.random() * 20000);
 
 describe("processes", { skip, timeout: 900_000 }, () => {
   /** @type {Awaited<ReturnType<typeof openSandbox>>} */
