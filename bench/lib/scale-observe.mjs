@@ -289,10 +289,15 @@ export async function observer(kc, ns) {
     nodeOf: (name) => live.pods.get(name)?.spec?.nodeName ?? null,
     /** Resolves when nothing of the namespace is left (time of the event that emptied it). */
     empty: (timeoutMs) => until(() => Object.values(count()).every((c) => c === 0), timeoutMs, () => `objects left: ${JSON.stringify(count())}`),
-    /** Resolves when no Sandbox belongs to warm pool `pool` any more (its unclaimed members gone). */
+    /**
+     * Resolves when no Sandbox belongs to warm pool `pool` any more (its
+     * unclaimed members gone), nor a pod or PVC of one: every Sandbox left
+     * has one pod and one PVC, so the cluster's deletions are over.
+     */
     poolEmptied(pool, timeoutMs) {
       const members = () => [...live.sandboxes.values()].filter((o) => o.metadata.ownerReferences?.some((r) => r.kind === "SandboxWarmPool" && r.name === pool));
-      return until(() => members().length === 0, timeoutMs, () => `${members().length} Sandboxes of warm pool ${pool} left`);
+      const settled = () => members().length === 0 && live.pods.size === live.sandboxes.size && live.persistentvolumeclaims.size === live.sandboxes.size;
+      return until(settled, timeoutMs, () => `${members().length} Sandboxes of warm pool ${pool} left (${JSON.stringify(count())})`);
     },
     stop() {
       stopped = true;
