@@ -157,7 +157,7 @@ impl Provider {
             // again, which is all a failure here costs.
             if !ours {
                 if let Err(e) = parts.lifecycle.mark_swept(id).await {
-                    crate::trace!("connect {id}: marking the Sandbox swept failed: {}", e.message);
+                    crate::trace!("connect {id}: marking it swept failed: {}", e.message);
                 }
             }
             let sandbox = Sandbox::new(parts.engine.clone(), target, self.config.cwd.clone(), self.config.limits);

@@ -79,9 +79,18 @@ struct Inner {
     /// Orphan sweeps, which also take a slot of `calls`.
     sweeps: Permits,
     runs: Arc<Runs>,
-    /// Pods (`namespace/name`) this engine swept or saw new: their UID and
-    /// [`Runs::left_behind`] at that moment (see [`ExecEngine::sweep_on_connect`]).
-    swept: Mutex<HashMap<String, (String, u64)>>,
+    /// Pods (`namespace/name`) this engine swept or saw new (see
+    /// [`ExecEngine::sweep_on_connect`]).
+    swept: Mutex<HashMap<String, Swept>>,
+}
+
+/// A pod as this engine last swept it or saw it new.
+struct Swept {
+    /// Its UID then: a pod recreated under the same name is another pod.
+    pod_uid: String,
+    /// [`Runs::left_behind`] then: a run left behind since may have left
+    /// processes in it.
+    left_behind: u64,
 }
 
 impl std::fmt::Debug for ExecEngine {
@@ -492,10 +501,11 @@ impl ExecEngine {
     /// The orphan sweep of a connect to the pod of UID `pod_uid`: none where
     /// nothing can have been left there, that is when the pod is `new` (just
     /// created or resumed: no exec ran in it), or when no other process has
-    /// taken it over since this engine did (`ours`: the Sandbox says so, see
-    /// `names::SWEPT_BY_ANNOTATION`) and this engine swept or saw new the same
-    /// pod with no run of its own left behind since (dropped while running,
-    /// or not confirmed killed). Returns whether it swept.
+    /// taken it over since this engine did (`ours`: the claim or Sandbox the
+    /// id names says so, see `names::SWEPT_BY_ANNOTATION`) and this engine
+    /// swept or saw new the same pod with no run of its own left behind
+    /// since (dropped while running, or not confirmed killed). Returns
+    /// whether it swept.
     pub async fn sweep_on_connect(
         &self,
         target: &ExecTarget,
@@ -508,7 +518,7 @@ impl ExecEngine {
         let clean = new
             || ours
                 && pod_uid.is_some_and(|uid| {
-                    lock(&self.inner.swept).get(&key).is_some_and(|(u, n)| u == uid && *n == left_behind)
+                    lock(&self.inner.swept).get(&key).is_some_and(|s| s.pod_uid == uid && s.left_behind == left_behind)
                 });
         if !clean {
             self.sweep_orphans(target).await?;
@@ -520,7 +530,7 @@ impl ExecEngine {
             if swept.len() >= SWEPT_REMEMBERED && !swept.contains_key(&key) {
                 swept.clear();
             }
-            swept.insert(key, (uid.to_owned(), left_behind));
+            swept.insert(key, Swept { pod_uid: uid.to_owned(), left_behind });
         }
         Ok(!clean)
     }
