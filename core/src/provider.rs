@@ -128,12 +128,11 @@ impl Provider {
     pub async fn connect(&self, actor_id: &str, id: &str) -> Result<Option<Sandbox>> {
         check_actor(actor_id)?;
         let parts = self.parts().await?;
-        // A reconnect answers from the shared watches' cache, which can be a
-        // moment behind a change made elsewhere (a suspend by another
-        // process, a pod deleted by hand). The sweep's exec is then the first
-        // to meet the going pod, and fails `connection_lost` naming it; by
-        // then the watch has seen it, so one more round waits for the
-        // sandbox as it now is.
+        // A reconnect takes the pod from the shared watch's cache, which can
+        // be a moment behind a pod deleted by hand. The sweep's exec is then
+        // the first to meet the going pod, and fails `connection_lost`
+        // naming it; by then the watch has seen it, so one more round waits
+        // for the sandbox as it now is.
         let mut rounds = 0;
         loop {
             rounds += 1;

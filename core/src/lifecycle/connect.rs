@@ -165,17 +165,23 @@ impl Lifecycle {
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
         let mut resumed = false;
         // Both at once: the pod only matters if the Sandbox turns out ready.
-        // From the cache when it is live: a reconnect makes no request. What
-        // this process just created is only looked up in the cache: a miss
-        // means the watch has not shown it yet, and the wait below follows it.
+        // What this process just created is only looked up in the cache: a
+        // miss means the watch has not shown it yet, and the wait below
+        // follows it.
         let (sandbox, pod): (Option<SandboxObject>, _) = if call.created.is_some() {
             let cached = self.caches.sandboxes.cached(name).map(|s| (*s).clone());
             (cached, self.caches.pods.cached(name).map(|p| (*p).clone()))
         } else {
-            // The pod only serves the no-wait path: a miss in the live cache
-            // (a suspended sandbox's) sends this call to the wait below, so
-            // it is not confirmed by a GET.
-            futures::try_join!(self.caches.sandboxes.read(name), self.caches.pods.peek(name))?
+            // A reconnect reads the Sandbox by GET: the shared watch can be a
+            // moment behind a suspend another process (or an operator) made
+            // just before this call, and from it this call would hand out the
+            // pod that suspend is taking away, leaving the sandbox suspended
+            // under an actor that is awake. The Sandbox's Ready at its
+            // current generation vouches for the cached pod. The pod only
+            // serves the no-wait path: a miss in the live cache (a suspended
+            // sandbox's) sends this call to the wait below, so it is not
+            // confirmed by a GET.
+            futures::try_join!(self.caches.sandboxes.get(name), self.caches.pods.peek(name))?
         };
         let sandbox = sandbox.filter(|s| !deleting(s));
         if sandbox.is_none() && !self.warm() && call.created.is_none() {

@@ -50,6 +50,9 @@ struct State {
     /// LISTs are never answered: a namespace so large that its list takes
     /// longer than anything a test waits for.
     hold_lists: bool,
+    /// Events not sent to the watches yet (see [`FakeApi::lag`]).
+    lagging: Vec<(String, Bytes)>,
+    lag: bool,
 }
 
 /// An API server for one namespace, as far as the lifecycle uses it. Label
@@ -98,6 +101,19 @@ impl FakeApi {
         let object = state.objects.remove(&(plural.to_owned(), name.to_owned())).expect("an object to remove");
         state.resource_version += 1;
         send(&mut state, plural, "DELETED", &object);
+    }
+
+    /// While `on`, writes are answered and kept but their events wait, as
+    /// when the API server's watch is behind; turning it off sends them.
+    fn lag(&self, on: bool) {
+        let mut state = self.state();
+        state.lag = on;
+        if !on {
+            let held = std::mem::take(&mut state.lagging);
+            for (plural, line) in held {
+                state.watches.retain(|(p, tx)| *p != plural || tx.unbounded_send(line.clone()).is_ok());
+            }
+        }
     }
 
     fn get(&self, plural: &str, name: &str) -> Option<Value> {
@@ -227,6 +243,10 @@ fn send(state: &mut State, plural: &str, kind: &str, object: &Value) {
     line.push(b'\n');
     let line = Bytes::from(line);
     state.history.push((state.resource_version, plural.to_owned(), line.clone()));
+    if state.lag {
+        state.lagging.push((plural.to_owned(), line));
+        return;
+    }
     state.watches.retain(|(p, tx)| p != plural || tx.unbounded_send(line.clone()).is_ok());
 }
 
@@ -528,7 +548,6 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
     assert!(connected.fresh, "resumed by this call: nothing to sweep");
     assert_eq!(connected.swept_by.as_deref(), Some(ENGINE), "the resume marked it this engine's");
     assert_eq!(api.requests(&format!("get pods/{name}")), 0, "the suspended sandbox's missing pod is not asked for");
-    assert_eq!(api.requests(&format!("get sandboxes/{name}")), 0, "read from the live cache");
     assert_eq!(next_event(&mut events).await, EventKind::Resumed);
     let again = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(!again.fresh, "a reconnect sweeps");
@@ -599,4 +618,64 @@ async fn in_warm_pool_mode_the_claim_carries_the_mark() {
     lifecycle.mark_swept(&id).await.unwrap();
     assert_eq!(mark_of(&api), ENGINE, "marked on the claim");
     assert_eq!(api.requests("patch sandboxes/pool-x1"), 0, "the pool's Sandbox is not written");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconnect_sees_a_suspend_its_watch_has_not_shown_yet() {
+    // Another process (or an operator) suspends a Ready sandbox and this
+    // process connects at once, before the shared watch has delivered the
+    // suspend. The connect must wait for it and resume, not hand out the pod
+    // the suspend is taking away.
+    let api = FakeApi::default();
+    let (lifecycle, mut events) =
+        lifecycle(&api, json!({ "sandbox": { "image": "busybox", "volume": { "size": "1Gi" } } }));
+    let name = names::object_name(false, "a");
+    ready_sandbox_and_pod(&api, &name, "a");
+    let old_pod = api.get("pods", &name).unwrap()["metadata"]["uid"].clone();
+    lifecycle.caches.start(false);
+    let mut pods = lifecycle.caches.pods.subscribe(&name);
+    while pods.now().is_none() {
+        pods.changed().await;
+    }
+    let mut sandboxes = lifecycle.caches.sandboxes.subscribe(&name);
+    while sandboxes.now().is_none() {
+        sandboxes.changed().await;
+    }
+    // The suspend, written but not yet watched.
+    api.lag(true);
+    let mut suspending = api.get("sandboxes", &name).unwrap();
+    suspending["spec"]["operatingMode"] = "Suspended".into();
+    suspending["metadata"]["generation"] = 2.into();
+    api.put("sandboxes", suspending);
+    let controller = name.clone();
+    api.after(&format!("get sandboxes/{name}"), move |api| {
+        // The controller deletes the pod and reports the Sandbox suspended;
+        // then the watch catches up.
+        api.remove("pods", &controller);
+        let mut sb = api.get("sandboxes", &controller).unwrap();
+        sb["status"] = json!({ "conditions": [{ "type": "Suspended", "status": "True", "reason": "Suspended",
+                                                "message": "", "observedGeneration": 2 }] });
+        api.put("sandboxes", sb);
+        api.lag(false);
+    });
+    let resumed = name.clone();
+    api.after(&format!("patch sandboxes/{name}"), move |api| {
+        let mut sb = api.get("sandboxes", &resumed).unwrap();
+        sb["status"] = json!({ "conditions": [{ "type": "Ready", "status": "True", "reason": "DependenciesReady",
+                                                "message": "", "observedGeneration": 3 }] });
+        sb["metadata"]["generation"] = 3.into();
+        api.put("sandboxes", sb);
+        api.put(
+            "pods",
+            json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": resumed },
+                    "spec": { "nodeName": "node", "containers": [{ "name": "main" }] },
+                    "status": { "phase": "Running" } }),
+        );
+    });
+    let id = format!("{NS}/{name}");
+    let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
+    assert_eq!(api.requests(&format!("patch sandboxes/{name}")), 1, "resumed");
+    assert!(connected.fresh, "a new pod");
+    assert_ne!(connected.pod_uid.as_deref(), old_pod.as_str(), "not the pod the suspend took away");
+    assert_eq!(next_event(&mut events).await, EventKind::Resumed);
 }
