@@ -306,6 +306,11 @@ fn direct() -> Value {
     json!({ "sandbox": { "image": "busybox" }, "suspend": "none" })
 }
 
+/// Direct mode with a volume, so suspend deletes the pod.
+fn suspending() -> Value {
+    json!({ "sandbox": { "image": "busybox", "volume": { "size": "1Gi" } } })
+}
+
 /// A Sandbox or claim of `actor` (our labels and annotation).
 fn ours(api_version: &str, kind: &str, name: &str, actor: &str, rest: Value) -> Value {
     let annotations = BTreeMap::from([(names::ACTOR_ANNOTATION, actor)]);
@@ -334,12 +339,28 @@ fn ready_sandbox_and_pod(api: &FakeApi, name: &str, actor: &str) {
                 "observedGeneration": 1 }] } }),
         ),
     );
-    api.put(
-        "pods",
-        json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
-                "spec": { "nodeName": "node", "containers": [{ "name": "main" }] },
-                "status": { "phase": "Running" } }),
-    );
+    api.put("pods", running_pod(name));
+}
+
+/// A pod the node runs.
+fn running_pod(name: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
+            "spec": { "nodeName": "node", "containers": [{ "name": "main" }] },
+            "status": { "phase": "Running" } })
+}
+
+/// Starts the shared watches (direct mode) and waits until they hold the
+/// Sandbox and pod `name`: a provider that served calls before.
+async fn until_cached(lifecycle: &Lifecycle, name: &str) {
+    lifecycle.caches.start(false);
+    let mut pods = lifecycle.caches.pods.subscribe(name);
+    while pods.now().is_none() {
+        pods.changed().await;
+    }
+    let mut sandboxes = lifecycle.caches.sandboxes.subscribe(name);
+    while sandboxes.now().is_none() {
+        sandboxes.changed().await;
+    }
 }
 
 fn deleting() -> Value {
@@ -511,8 +532,7 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
     // ran in it, so the provider skips the orphan sweep (an exec as costly
     // as the rest of the connect). A reconnect to it afterwards sweeps.
     let api = FakeApi::default();
-    let (lifecycle, mut events) =
-        lifecycle(&api, json!({ "sandbox": { "image": "busybox", "volume": { "size": "1Gi" } } }));
+    let (lifecycle, mut events) = lifecycle(&api, suspending());
     let name = names::object_name(false, "a");
     api.put(
         "sandboxes",
@@ -533,16 +553,7 @@ async fn a_connect_that_resumes_its_sandbox_reports_the_pod_new() {
         sb["status"] = api.get("sandboxes", &resumed).unwrap()["status"].clone();
         api.put("sandboxes", sb);
     });
-    // The shared watches are live (a provider that served calls before).
-    lifecycle.caches.start(false);
-    let mut pods = lifecycle.caches.pods.subscribe(&name);
-    while pods.now().is_none() {
-        pods.changed().await;
-    }
-    let mut sandboxes = lifecycle.caches.sandboxes.subscribe(&name);
-    while sandboxes.now().is_none() {
-        sandboxes.changed().await;
-    }
+    until_cached(&lifecycle, &name).await;
     let id = format!("{NS}/{name}");
     let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
     assert!(connected.fresh, "resumed by this call: nothing to sweep");
@@ -627,20 +638,11 @@ async fn a_reconnect_sees_a_suspend_its_watch_has_not_shown_yet() {
     // suspend. The connect must wait for it and resume, not hand out the pod
     // the suspend is taking away.
     let api = FakeApi::default();
-    let (lifecycle, mut events) =
-        lifecycle(&api, json!({ "sandbox": { "image": "busybox", "volume": { "size": "1Gi" } } }));
+    let (lifecycle, mut events) = lifecycle(&api, suspending());
     let name = names::object_name(false, "a");
     ready_sandbox_and_pod(&api, &name, "a");
     let old_pod = api.get("pods", &name).unwrap()["metadata"]["uid"].clone();
-    lifecycle.caches.start(false);
-    let mut pods = lifecycle.caches.pods.subscribe(&name);
-    while pods.now().is_none() {
-        pods.changed().await;
-    }
-    let mut sandboxes = lifecycle.caches.sandboxes.subscribe(&name);
-    while sandboxes.now().is_none() {
-        sandboxes.changed().await;
-    }
+    until_cached(&lifecycle, &name).await;
     // The suspend, written but not yet watched.
     api.lag(true);
     let mut suspending = api.get("sandboxes", &name).unwrap();
@@ -665,12 +667,7 @@ async fn a_reconnect_sees_a_suspend_its_watch_has_not_shown_yet() {
                                                 "message": "", "observedGeneration": 3 }] });
         sb["metadata"]["generation"] = 3.into();
         api.put("sandboxes", sb);
-        api.put(
-            "pods",
-            json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": resumed },
-                    "spec": { "nodeName": "node", "containers": [{ "name": "main" }] },
-                    "status": { "phase": "Running" } }),
-        );
+        api.put("pods", running_pod(&resumed));
     });
     let id = format!("{NS}/{name}");
     let connected = lifecycle.connect("a", &id).await.unwrap().expect("connected");
