@@ -65,6 +65,12 @@ export interface ProviderStats {
    * `"exec pods/exec"`, `"create selfsubjectrulesreviews"`.
    */
   requests: Record<string, number>;
+  /**
+   * TCP connections opened to the API server (or its proxy) so far: one per exec, file
+   * transfer or port-forward connection (WebSocket upgrades need HTTP/1.1), and one that all
+   * other requests and the watches share where the server speaks HTTP/2 (every kube-apiserver).
+   */
+  connections: number;
   /** Shared watches open now: at most one per kind (claims, Sandboxes, pods). */
   watches: number;
   /**

@@ -74,11 +74,15 @@ describe("ten sandboxes on one provider", { skip, timeout: 600_000 }, () => {
   test("a reconnect of a ready sandbox reads only its Sandbox, and sweeps nothing this process took over", async () => {
     // One GET each: a suspend made elsewhere just before a reconnect must be
     // seen, and the shared watch can be a moment behind it. The claim and
-    // pod come from the watches; no exec, no patch, no list, no watch.
-    const before = p.stats().requests;
+    // pod come from the watches; no exec, no patch, no list, no watch. The
+    // GETs, all at once, share the connection the watches use (HTTP/2):
+    // over HTTP/1.1 each would open one.
+    const before = p.stats();
     const again = await Promise.all(boxes.map((b) => p.connect(b.ctx, b.id)));
     assert.ok(again.every(Boolean));
-    assert.deepEqual(spent(before, p.stats().requests), { "get sandboxes": boxes.length });
+    const stats = p.stats();
+    assert.deepEqual(spent(before.requests, stats.requests), { "get sandboxes": boxes.length });
+    assert.equal(stats.connections - before.connections, 0, "connections opened");
   });
 
   test("50 execs on 10 sandboxes share one pod watch; a pod deleted by hand fails only its own execs", async () => {

@@ -178,7 +178,13 @@ impl Provider {
     pub fn stats(&self) -> Stats {
         let Some(parts) = self.parts.get() else { return Stats::default() };
         let (watches, failing, lists) = parts.lifecycle.watches();
-        Stats { requests: parts.requests.snapshot(), watches, failing, lists }
+        Stats {
+            requests: parts.requests.snapshot(),
+            connections: parts.requests.connections(),
+            watches,
+            failing,
+            lists,
+        }
     }
 
     /// Background tasks still running (for tests and diagnostics).
@@ -230,6 +236,11 @@ pub struct Stats {
     /// `"verb resource"` (e.g. `"get pods"`, `"exec pods/exec"`) → requests
     /// sent, retries included.
     pub requests: std::collections::BTreeMap<String, u64>,
+    /// TCP connections opened to the API server (or its proxy) so far: one
+    /// per exec, transfer or port-forward tunnel (WebSocket upgrades over
+    /// HTTP/1.1), and one that every other request and the watches share
+    /// where the server speaks HTTP/2.
+    pub connections: u64,
     /// Shared watches open now (one per kind in use: claims, Sandboxes, pods).
     pub watches: usize,
     /// Those of them failing now (an error since their last complete list:

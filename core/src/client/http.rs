@@ -9,6 +9,14 @@
 //! extra headers, connect timeout) around a connector that sets it, and
 //! that also probes idle connections (kube's connector does not).
 //!
+//! Calls, lists and watches travel over HTTP/2 where the server offers it
+//! (ALPN; every kube-apiserver does), as client-go's do: the provider's
+//! watches and every call share one connection, so a burst of calls opens
+//! none and costs no TLS handshakes. kube's connector offers HTTP/1.1 only.
+//! The WebSocket upgrades of pods/exec and pods/portforward need HTTP/1.1 and
+//! go to a second connection pool behind the same layers (one auth, one
+//! request counter).
+//!
 //! Retries of 429/503/504 are bounded tighter than kube's `server_retry`
 //! (15 retries, up to about five minutes of backoff): [`RETRIES`] with
 //! backoff from 50 ms doubling to 5 s, about 11 s in all, honouring a
@@ -20,6 +28,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector, HttpsConnectorBuilder};
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
@@ -28,8 +37,9 @@ use kube::client::retry::RetryPolicy;
 use kube::client::Body;
 use kube::client::{AuthError, ConfigExt};
 use kube::{Client, Config};
+use rustls::pki_types::ServerName;
 use tower::retry::RetryLayer;
-use tower::{BoxError, Service, ServiceBuilder};
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
 use super::errors::{self, CredentialError};
 use super::proxy::Proxy;
@@ -43,12 +53,19 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered probes after which the connection is dropped.
 const KEEPALIVE_PROBES: u32 = 3;
 
-/// Idle connections kept for reuse: the shared watches hold theirs, so what
-/// idles is what a burst of calls left behind. Five, so that with the three
-/// watches of warm-pool mode a provider holds at most eight connections when
-/// nothing is in flight, at any number of sandboxes (issue 19's bound; the
-/// scale benchmark measured 2 watches + 8 idle = 10 after a burst of creates).
+/// Idle connections kept for reuse, per pool: what a burst of calls left
+/// behind where the server speaks HTTP/1.1 only (a proxy in front of it, or
+/// plain HTTP), and upgrade requests the server refused. Five, so that a
+/// provider holds few connections when nothing is in flight, at any number
+/// of sandboxes (issue 19's bound).
 const POOL_IDLE_MAX: usize = 5;
+/// An HTTP/2 connection that has been silent this long is pinged, and
+/// dropped (failing its streams, so watches list again and calls report it)
+/// if the ping is not answered in [`PING_TIMEOUT`]: client-go's
+/// ReadIdleTimeout and PingTimeout. Every call and watch shares that
+/// connection, so a stalled one must not go unnoticed for long.
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long an idle connection is kept.
 const POOL_IDLE_FOR: Duration = Duration::from_secs(30);
 
@@ -60,9 +77,6 @@ pub(super) const RETRIES: u32 = 8;
 /// words that quote no credential (see [`errors::describe`]).
 pub(super) fn client(config: Config, proxy: Option<&Proxy>, requests: &Requests) -> Result<Client> {
     let plugin = errors::plugin_name(&config.auth_info);
-    let failed = |e: kube::Error| {
-        Error::config(format!("cannot build the Kubernetes client: {}", errors::describe(&e, plugin.as_deref())))
-    };
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -71,14 +85,19 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>, requests: &Requests)
     http.set_keepalive(Some(KEEPALIVE_IDLE));
     http.set_keepalive_interval(Some(KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(KEEPALIVE_PROBES));
-    let Some(proxy) = proxy else { return finish(config, http, plugin.as_deref(), requests).map_err(failed) };
+    let opened = requests.clone();
+    let http = http.map_response(move |tcp| {
+        opened.connected();
+        tcp
+    });
+    let Some(proxy) = proxy else { return finish(config, http, plugin.as_deref(), requests) };
     match proxy.uri().scheme_str() {
         Some(scheme @ ("socks5" | "socks5h")) => {
             let mut socks = SocksV5::new(proxy.uri().clone(), http).local_dns(scheme == "socks5");
             if let Some((user, pass)) = proxy.raw_auth() {
                 socks = socks.with_auth(user.to_owned(), pass.to_owned());
             }
-            finish(config, socks, plugin.as_deref(), requests).map_err(failed)
+            finish(config, socks, plugin.as_deref(), requests)
         }
         Some("https") => {
             // The proxy is not the cluster: the cluster's CA, its
@@ -95,10 +114,9 @@ pub(super) fn client(config: Config, proxy: Option<&Proxy>, requests: &Requests)
                 ))
             })?;
             let tunnel = Tunnel::new(proxy.uri().clone(), tls);
-            finish(config, with_auth(tunnel, proxy), plugin.as_deref(), requests).map_err(failed)
+            finish(config, with_auth(tunnel, proxy), plugin.as_deref(), requests)
         }
-        _ => finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy), plugin.as_deref(), requests)
-            .map_err(failed),
+        _ => finish(config, with_auth(Tunnel::new(proxy.uri().clone(), http), proxy), plugin.as_deref(), requests),
     }
 }
 
@@ -111,20 +129,22 @@ fn with_auth<C>(tunnel: Tunnel<C>, proxy: &Proxy) -> Tunnel<C> {
 
 /// TLS, kube's timeouts and kube's layers over `connector`; `plugin` names
 /// the credential plugin in errors; every attempt is counted in `requests`.
-fn finish<C>(config: Config, connector: C, plugin: Option<&str>, requests: &Requests) -> Result<Client, kube::Error>
+fn finish<C>(config: Config, connector: C, plugin: Option<&str>, requests: &Requests) -> Result<Client>
 where
     C: Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
     C::Future: Send + 'static,
     C::Error: Into<BoxError>,
 {
-    let https = config.rustls_https_connector_with_connector(connector)?;
-    // As kube's builder: the connect timeout covers proxy and TLS too; reads
-    // are unbounded by default (watches are quiet), writes bounded.
-    let mut timeouts = TimeoutConnector::new(https);
-    timeouts.set_connect_timeout(config.connect_timeout);
-    timeouts.set_read_timeout(config.read_timeout);
-    timeouts.set_write_timeout(config.write_timeout);
+    let failed =
+        |e: kube::Error| Error::config(format!("cannot build the Kubernetes client: {}", errors::describe(&e, plugin)));
+    let calls = pool(&config, connector.clone(), Protocols::Negotiated)?;
+    let upgrades = pool(&config, connector, Protocols::Http1)?;
+    // kube's `Client::connect` asks for its WebSocket by this header.
+    let dispatch = tower::service_fn(move |request: http::Request<Body>| {
+        let pool = if request.headers().contains_key(http::header::UPGRADE) { &upgrades } else { &calls };
+        pool.request(request)
+    });
     let plugin: Option<Arc<str>> = plugin.map(Arc::from);
     let counted = requests.clone();
     let service = ServiceBuilder::new()
@@ -137,23 +157,70 @@ where
             Ok(auth) => BoxError::from(CredentialError::new(&auth, plugin.as_deref())),
             Err(other) => other,
         })
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
+        .option_layer(config.auth_layer().map_err(failed)?)
+        .layer(config.extra_headers_layer().map_err(failed)?)
         .map_request(move |request: http::Request<Body>| {
             counted.record(request.method(), request.uri());
             request
         })
         .map_err(BoxError::from)
-        .service(
-            hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-                // Bounded: a burst of calls would otherwise leave one idle
-                // connection per request in flight for 90 s.
-                .pool_max_idle_per_host(POOL_IDLE_MAX)
-                .pool_idle_timeout(POOL_IDLE_FOR)
-                .pool_timer(TokioTimer::new())
-                .build(timeouts),
-        );
+        .service(dispatch);
     Ok(Client::new(service, config.default_namespace))
+}
+
+/// What a connection pool's TLS offers the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Protocols {
+    /// HTTP/2 or HTTP/1.1, as the server chooses.
+    Negotiated,
+    /// HTTP/1.1 only, for upgrades.
+    Http1,
+}
+
+type Pool<C> = hyper_util::client::legacy::Client<TimeoutConnector<HttpsConnector<C>>, Body>;
+
+/// A connection pool over `connector` with the cluster's TLS (kube's client
+/// configuration: CA, client identity, `tls-server-name`) and kube's
+/// connect, read and write timeouts.
+fn pool<C>(config: &Config, connector: C, protocols: Protocols) -> Result<Pool<C>>
+where
+    C: Service<http::Uri> + Clone + Send + Sync + 'static,
+    C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    let tls = config
+        .rustls_client_config()
+        .map_err(|e| Error::config(format!("cannot set up TLS to the API server: {}", errors::describe(&e, None))))?;
+    let mut builder = HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let name = ServerName::try_from(name.clone()).map_err(|_| {
+            Error::config(format!("kubeconfig: tls-server-name {name:?} is not a DNS name or IP address"))
+        })?;
+        builder = builder.with_server_name_resolver(FixedServerNameResolver::new(name));
+    }
+    let https = match protocols {
+        Protocols::Negotiated => builder.enable_http1().enable_http2().wrap_connector(connector),
+        Protocols::Http1 => builder.enable_http1().wrap_connector(connector),
+    };
+    // As kube's builder: the connect timeout covers proxy and TLS too; reads
+    // are unbounded by default (watches are quiet), writes bounded.
+    let mut timeouts = TimeoutConnector::new(https);
+    timeouts.set_connect_timeout(config.connect_timeout);
+    timeouts.set_read_timeout(config.read_timeout);
+    timeouts.set_write_timeout(config.write_timeout);
+    let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+    // Bounded: a burst of calls over HTTP/1.1 would otherwise leave one idle
+    // connection per request in flight for 90 s.
+    builder.pool_max_idle_per_host(POOL_IDLE_MAX).pool_idle_timeout(POOL_IDLE_FOR).pool_timer(TokioTimer::new());
+    if protocols == Protocols::Negotiated {
+        builder
+            .timer(TokioTimer::new())
+            .http2_keep_alive_interval(PING_INTERVAL)
+            .http2_keep_alive_timeout(PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true);
+    }
+    Ok(builder.build(timeouts))
 }
 
 fn retry_policy() -> RetryPolicy {

@@ -1,9 +1,11 @@
 //! A count of the requests a provider sends, by verb and resource (`list
 //! pods`, `create sandboxclaims`, `exec pods`), for tests, benchmarks and the
 //! debug trace: what each call cost the API server, seen from the client.
-//! Every attempt counts, retries included.
+//! Every attempt counts, retries included. And the TCP connections it
+//! opened to the API server (or its proxy).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sync::lock;
@@ -13,6 +15,7 @@ use http::{Method, Uri};
 #[derive(Clone, Default)]
 pub struct Requests {
     counts: Arc<Mutex<BTreeMap<String, u64>>>,
+    connections: Arc<AtomicU64>,
 }
 
 impl Requests {
@@ -27,6 +30,16 @@ impl Requests {
     /// `"verb resource"` → requests so far.
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         lock(&self.counts).clone()
+    }
+
+    /// Counts one TCP connection opened.
+    pub fn connected(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// TCP connections opened so far.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
     }
 }
 
