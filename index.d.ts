@@ -66,9 +66,9 @@ export interface ProviderStats {
    */
   requests: Record<string, number>;
   /**
-   * TCP connections opened to the API server (or its proxy) so far: one per exec, file
-   * transfer or port-forward connection (WebSocket upgrades need HTTP/1.1), and one that all
-   * other requests and the watches share where the server speaks HTTP/2 (every kube-apiserver).
+   * TCP connections opened to the API server (or its proxy) so far: one per watch, exec, file
+   * transfer or port-forward connection (HTTP/1.1), and one that all other requests share where
+   * the server speaks HTTP/2 (every kube-apiserver).
    */
   connections: number;
   /** Shared watches open now: at most one per kind (claims, Sandboxes, pods). */

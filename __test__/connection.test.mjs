@@ -1,7 +1,7 @@
 // How the provider reaches the API server, against the local control plane:
-// calls and watches share one HTTP/2 connection (only WebSocket upgrades,
-// execs among them, open their own), and kubeconfig's tls-server-name is
-// the name the server's certificate is checked against.
+// calls share one HTTP/2 connection (watches and WebSocket upgrades, execs
+// among them, have their own), and kubeconfig's tls-server-name is the name
+// the server's certificate is checked against.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -18,15 +18,15 @@ const apiPort = () => Number(new URL(/server:\s*(\S+)/.exec(kubeconfig())[1]).po
 const withServerName = (name) => kubeconfig().replace(/^(\s*)server: (.*)$/m, `$1server: $2\n$1tls-server-name: ${name}`);
 
 describe("the API connection", { skip, timeout: 300_000 }, () => {
-  test("calls and watches share one connection; an exec opens its own and closes it", async () => {
+  test("calls share one connection; each watch has its own, and an exec opens one", async () => {
     const { p } = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
     await withSandbox(p, "one-connection", async (ctx, id) => {
       const sandbox = await p.connect(ctx, id);
       // The three watches are open; nothing else is in flight (a warm
-      // create+connect makes no exec). Over HTTP/1.1 each watch holds a
-      // connection of its own.
+      // create+connect makes no exec): one connection each, and one that the
+      // create's and connect's requests shared.
       assert.equal(p.stats().watches, 3, JSON.stringify(p.stats()));
-      assert.equal(apiConnections(process.pid, apiPort()), 1, "connections of this process to the API server");
+      assert.equal(apiConnections(process.pid, apiPort()), 4, "connections of this process to the API server");
       const before = p.stats().connections;
       await Promise.all(Array.from({ length: 20 }, () => p.connect(ctx, id)));
       assert.equal(p.stats().connections - before, 0, "20 connects at once open no connection");

@@ -75,8 +75,8 @@ describe("ten sandboxes on one provider", { skip, timeout: 600_000 }, () => {
     // One GET each: a suspend made elsewhere just before a reconnect must be
     // seen, and the shared watch can be a moment behind it. The claim and
     // pod come from the watches; no exec, no patch, no list, no watch. The
-    // GETs, all at once, share the connection the watches use (HTTP/2):
-    // over HTTP/1.1 each would open one.
+    // GETs, all at once, share the calls' HTTP/2 connection: over HTTP/1.1
+    // each would open one.
     const before = p.stats();
     const again = await Promise.all(boxes.map((b) => p.connect(b.ctx, b.id)));
     assert.ok(again.every(Boolean));

@@ -237,9 +237,8 @@ pub struct Stats {
     /// sent, retries included.
     pub requests: std::collections::BTreeMap<String, u64>,
     /// TCP connections opened to the API server (or its proxy) so far: one
-    /// per exec, transfer or port-forward tunnel (WebSocket upgrades over
-    /// HTTP/1.1), and one that every other request and the watches share
-    /// where the server speaks HTTP/2.
+    /// per watch, exec, transfer or port-forward tunnel (HTTP/1.1), and one
+    /// that every other request shares where the server speaks HTTP/2.
     pub connections: u64,
     /// Shared watches open now (one per kind in use: claims, Sandboxes, pods).
     pub watches: usize,
