@@ -50,7 +50,7 @@ use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
 use super::errors::{self, CredentialError};
 use super::proxy::Proxy;
-use super::requests::Requests;
+use super::requests::{is_watch, Requests};
 use crate::error::{Error, Result};
 
 /// Idle time before the first TCP keepalive probe.
@@ -62,9 +62,9 @@ const KEEPALIVE_PROBES: u32 = 3;
 
 /// Idle connections kept for reuse, per pool: what a burst of calls left
 /// behind where the server speaks HTTP/1.1 only (a proxy in front of it, or
-/// plain HTTP), watches that ended, and upgrade requests the server refused. Five, so that a
-/// provider holds few connections when nothing is in flight, at any number
-/// of sandboxes (issue 19's bound).
+/// plain HTTP), watches that ended, and upgrade requests the server
+/// refused. Five, so that a provider holds few connections when nothing is
+/// in flight, at any number of sandboxes (issue 19's bound).
 const POOL_IDLE_MAX: usize = 5;
 /// An HTTP/2 connection that has been silent this long is pinged, and
 /// dropped (failing its streams, so watches list again and calls report it)
@@ -150,8 +150,7 @@ where
     let dispatch = tower::service_fn(move |request: http::Request<Body>| {
         // kube's `Client::connect` asks for its WebSocket by this header.
         let upgrade = request.headers().contains_key(http::header::UPGRADE);
-        let watch = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
-        let pool = if upgrade || watch { &own_connections } else { &calls };
+        let pool = if upgrade || is_watch(request.uri()) { &own_connections } else { &calls };
         pool.request(request)
     });
     let plugin: Option<Arc<str>> = plugin.map(Arc::from);

@@ -66,10 +66,9 @@ pub(crate) fn classify(method: &Method, uri: &Uri) -> String {
         Some(sub) => format!("{plural}/{sub}"),
         None => plural.to_owned(),
     };
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
     let verb = match *method {
         _ if resource.ends_with("/exec") || resource.ends_with("/attach") => "exec",
-        Method::GET if watch => "watch",
+        Method::GET if is_watch(uri) => "watch",
         Method::GET if named => "get",
         Method::GET => "list",
         Method::POST => "create",
@@ -80,6 +79,11 @@ pub(crate) fn classify(method: &Method, uri: &Uri) -> String {
         _ => return format!("{} {resource}", method.as_str().to_lowercase()),
     };
     format!("{verb} {resource}")
+}
+
+/// Whether a request is a watch (`?watch=true`, or `1`).
+pub(crate) fn is_watch(uri: &Uri) -> bool {
+    uri.query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
 }
 
 #[cfg(test)]
