@@ -248,6 +248,7 @@ async function run(client, n, rep) {
   await w.call("init", init);
   audit.read(); // the client's start-up requests are not a phase's
   const rss0 = obsLib.rssKiB(w.pid);
+  const anon0 = obsLib.anonKiB(w.pid);
   const items = Array.from({ length: n }, (_, i) => ({ actor: `scale-${runId}-${i}` }));
   const phases = {};
   const phasesExtra = {};
@@ -273,6 +274,7 @@ async function run(client, n, rep) {
     const p = (xs) => ({ p50: percentile(xs, 50), p99: percentile(xs, 99), max: xs.length ? Math.max(...xs) : null });
     const overhead = readyFrom ? p(lat((r) => (r.ready ? readyFrom(r) - r.ready : NaN))) : null;
     const rss = obsLib.rssKiB(worker.pid);
+    const anon = obsLib.anonKiB(worker.pid);
     const requests = au?.counts ?? null;
     const out = {
       calls: results.length,
@@ -289,6 +291,9 @@ async function run(client, n, rep) {
       throttled: Object.entries(obsLib.requestDelta(ma, mb)).filter(([key]) => key.endsWith(" 429")).reduce((a, [, v]) => a + v, 0),
       rssKiB: rss,
       rssPerSandboxKiB: worker === w ? (rss - rss0) / n : null,
+      // RSS also grows by the addon's code as it first runs (file-backed,
+      // shared, reclaimable): the anonymous part is what the client allocated.
+      anonPerSandboxKiB: worker === w ? (anon - anon0) / n : null,
       eldMs: rs.at(-1)?.eld ?? null,
       // The provider's own counter (stats(), where the build has it), summed over the phase's calls.
       providerStats: rs.some((r) => r?.providerStats) ? sumStats(rs.map((r) => r?.providerStats).filter(Boolean)) : null,

@@ -89,6 +89,8 @@ export function cpuSnapshot(clientPid, runDir) {
 export const cpuDelta = (a, b) => Object.fromEntries(Object.keys(b).map((k) => [k, Math.round((b[k] ?? 0) - (a[k] ?? 0))]));
 
 export const rssKiB = (pid) => statusKb("VmRSS", pid);
+/** The anonymous part of RSS: what the process allocated, without the code and files it mapped. */
+export const anonKiB = (pid) => statusKb("RssAnon", pid);
 export const hwmKiB = (pid) => statusKb("VmHWM", pid);
 
 // ---- the API server's /metrics -----------------------------------------------------

@@ -22,6 +22,7 @@ const METRICS = {
   lists: (p) => p.lists,
   requestsPerCall: (p) => (p.calls ? p.requestsTotal / p.calls : null),
   rssPerSandboxKiB: (p) => p.rssPerSandboxKiB,
+  anonPerSandboxKiB: (p) => p.anonPerSandboxKiB,
   rssMiB: (p) => p.rssKiB / 1024,
   eldP99Ms: (p) => p.eldMs?.p99,
   eldMaxMs: (p) => p.eldMs?.max,
@@ -72,7 +73,7 @@ export function scaleMarkdown(result) {
   L.push("Clients: " + meta.clients.map((c) => `**${c.key}** = ${c.label}`).join("; ") + ".", "");
   L.push("Columns: wall = phase wall time; p50/p99 = per-call latency (create: create+connect; suspend: suspend+resume); overhead = call resolved − Ready seen by the harness's own watch; " +
     "conns = the client's TCP connections to the API server (peak during the phase / at its end); watches = the client's watches open on the API server (peak / end; from the audit log); " +
-    "requests = the client's API requests in the phase (audit log; LISTs apart); RSS/sbx = client RSS growth since start-up ÷ N; ELD = event-loop delay p99; CPU = client / kube-apiserver / agent-sandbox controller, ms.", "");
+    "requests = the client's API requests in the phase (audit log; LISTs apart); RSS/sbx = client RSS growth since start-up ÷ N (in brackets its anonymous part, without the addon's code as it is first read in); ELD = event-loop delay p99; CPU = client / kube-apiserver / agent-sandbox controller, ms.", "");
   for (const [client, byN] of Object.entries(figures)) {
     L.push(`## ${meta.clients.find((c) => c.key === client)?.label ?? client}`, "");
     L.push("| N | phase | wall s | p50 ms | p99 ms | overhead p50/p99 ms | conns peak/end | watches peak/end | requests (LIST) | RSS/sbx KiB | ELD p99 ms | CPU client/apiserver/controller ms |");
@@ -81,7 +82,7 @@ export function scaleMarkdown(result) {
       for (const [ph, m] of Object.entries(f.phases)) {
         L.push(`| ${n} | ${ph} | ${fmt(med(m.wallS))} | ${fmt(med(m.latencyP50Ms))} | ${fmt(med(m.latencyP99Ms))} | ${m.overheadP50Ms ? `${fmt(med(m.overheadP50Ms))} / ${fmt(med(m.overheadP99Ms))}` : ""} | ` +
           `${fmt(med(m.connPeak))} / ${fmt(med(m.connEnd))} | ${fmt(med(m.watchesPeak))} / ${fmt(med(m.watchesEnd))} | ${fmt(med(m.requests))} (${fmt(med(m.lists))}) | ` +
-          `${fmt(med(m.rssPerSandboxKiB))} | ${fmt(med(m.eldP99Ms))} | ${fmt(med(m.cpuClientMs))} / ${fmt(med(m["cpu:kube-apiserver"]))} / ${fmt(med(m["cpu:agent-sandbox-controller"]))} |` +
+          `${fmt(med(m.rssPerSandboxKiB))}${med(m.anonPerSandboxKiB) == null ? "" : ` (${fmt(med(m.anonPerSandboxKiB))})`} | ${fmt(med(m.eldP99Ms))} | ${fmt(med(m.cpuClientMs))} / ${fmt(med(m["cpu:kube-apiserver"]))} / ${fmt(med(m["cpu:agent-sandbox-controller"]))} |` +
           (med(m.failed) ? ` **${fmt(med(m.failed))} failed**` : ""));
       }
       L.push(`| ${n} | destroy-all (until nothing left) | ${fmt(med(f.destroyAllS))} s | | | | | | | | | |`);
@@ -112,6 +113,7 @@ export function scaleMarkdown(result) {
     ["LISTs, destroy", "destroy", "lists"],
     ["requests per call, reconnect", "reconnect", "requestsPerCall"],
     ["RSS per sandbox, reconnect", "reconnect", "rssPerSandboxKiB"],
+    ["anonymous RSS per sandbox, reconnect", "reconnect", "anonPerSandboxKiB"],
     ["overhead p50, create", "create", "overheadP50Ms"],
     ["overhead p99, create", "create", "overheadP99Ms"],
     ["reconnect p50", "reconnect", "latencyP50Ms"],
