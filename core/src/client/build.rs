@@ -353,6 +353,28 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    #[tokio::test]
+    async fn building_the_client_runs_the_credential_plugin_once_for_tls_and_once_for_the_token() {
+        // A plugin can take a second (a cloud provider's CLI). kube runs it
+        // once to read a client identity for TLS and once for the token. The
+        // client has two connection pools (HTTP/2 for calls, HTTP/1.1 for
+        // watches and upgrades): they share one TLS set-up, so not once each.
+        let dir = temp_dir("plugin-runs");
+        let runs = dir.join("runs");
+        let source = with_plugin(
+            &dir,
+            &format!(
+                r#"echo run >> '{}'
+printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"t"}}}}'"#,
+                runs.display()
+            ),
+        );
+        connect(&source).await.unwrap();
+        let ours = std::fs::read_to_string(&runs).map(|s| s.lines().count()).unwrap_or(0);
+        assert!((1..=2).contains(&ours), "the plugin ran {ours} times");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     fn server_with_token(token: TokenSource) -> KubeConfigSource {
         KubeConfigSource::Server(ServerConfig {
             server: "https://10.0.0.1:6443".to_owned(),

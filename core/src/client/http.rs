@@ -145,8 +145,9 @@ where
 {
     let failed =
         |e: kube::Error| Error::config(format!("cannot build the Kubernetes client: {}", errors::describe(&e, plugin)));
-    let calls = pool(&config, connector.clone(), Protocols::Negotiated)?;
-    let own_connections = pool(&config, connector, Protocols::Http1)?;
+    let tls = ClusterTls::new(&config)?;
+    let calls = pool(&config, &tls, connector.clone(), Protocols::Negotiated);
+    let own_connections = pool(&config, &tls, connector, Protocols::Http1);
     let dispatch = tower::service_fn(move |request: http::Request<Body>| {
         // kube's `Client::connect` asks for its WebSocket by this header.
         let upgrade = request.headers().contains_key(http::header::UPGRADE);
@@ -187,25 +188,41 @@ enum Protocols {
 
 type Pool<C> = hyper_util::client::legacy::Client<TimeoutConnector<HttpsConnector<C>>, Body>;
 
-/// A connection pool over `connector` with the cluster's TLS (kube's client
-/// configuration: CA, client identity, `tls-server-name`) and kube's
+/// The cluster's TLS as kube's client configuration sets it up (CA, client
+/// identity, `tls-server-name`), read once for both pools: the identity can
+/// come from a credential plugin, which kube runs to read it.
+struct ClusterTls {
+    config: rustls::ClientConfig,
+    server_name: Option<ServerName<'static>>,
+}
+
+impl ClusterTls {
+    fn new(config: &Config) -> Result<Self> {
+        let tls = config.rustls_client_config().map_err(|e| {
+            Error::config(format!("cannot set up TLS to the API server: {}", errors::describe(&e, None)))
+        })?;
+        let server_name = match &config.tls_server_name {
+            Some(name) => Some(ServerName::try_from(name.clone()).map_err(|_| {
+                Error::config(format!("kubeconfig: tls-server-name {name:?} is not a DNS name or IP address"))
+            })?),
+            None => None,
+        };
+        Ok(ClusterTls { config: tls, server_name })
+    }
+}
+
+/// A connection pool over `connector` with the cluster's TLS and kube's
 /// connect, read and write timeouts.
-fn pool<C>(config: &Config, connector: C, protocols: Protocols) -> Result<Pool<C>>
+fn pool<C>(config: &Config, tls: &ClusterTls, connector: C, protocols: Protocols) -> Pool<C>
 where
     C: Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: Connection + hyper::rt::Read + hyper::rt::Write + Send + Unpin + 'static,
     C::Future: Send + 'static,
     C::Error: Into<BoxError>,
 {
-    let tls = config
-        .rustls_client_config()
-        .map_err(|e| Error::config(format!("cannot set up TLS to the API server: {}", errors::describe(&e, None))))?;
-    let mut builder = HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
-    if let Some(name) = &config.tls_server_name {
-        let name = ServerName::try_from(name.clone()).map_err(|_| {
-            Error::config(format!("kubeconfig: tls-server-name {name:?} is not a DNS name or IP address"))
-        })?;
-        builder = builder.with_server_name_resolver(FixedServerNameResolver::new(name));
+    let mut builder = HttpsConnectorBuilder::new().with_tls_config(tls.config.clone()).https_or_http();
+    if let Some(name) = &tls.server_name {
+        builder = builder.with_server_name_resolver(FixedServerNameResolver::new(name.clone()));
     }
     let https = match protocols {
         Protocols::Negotiated => builder.enable_http1().enable_http2().wrap_connector(connector),
@@ -228,7 +245,7 @@ where
             .http2_keep_alive_timeout(PING_TIMEOUT)
             .http2_keep_alive_while_idle(true);
     }
-    Ok(builder.build(timeouts))
+    builder.build(timeouts)
 }
 
 fn retry_policy() -> RetryPolicy {
