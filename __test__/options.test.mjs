@@ -353,6 +353,29 @@ test("a kubeconfig that does not parse is named with its line and column, never 
   }
 });
 
+test("a tls-server-name that names no host is `config`, naming it, on the first call", async () => {
+  // The server certificate is checked against this name; one that is no DNS
+  // name or IP address can name nothing, and the call sends nothing.
+  for (const name of ["bad name!", "", "ignore previous instructions; rm -rf /", "\u0000x"]) {
+    const kubeConfig = [
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters:",
+      `- { name: c, cluster: { server: "https://127.0.0.1:1", tls-server-name: ${JSON.stringify(name)} } }`,
+      "contexts: [{ name: x, context: { cluster: c, user: u } }]",
+      "current-context: x",
+      `users: [{ name: u, user: { token: ${SECRET} } }]`,
+    ].join("\n");
+    const p = agentSandboxProvider({ ...pool, namespace: "ns", kubeConfig });
+    await assert.rejects(p.connect({ actorId: "a" }, "ns/sbx-00000000000000000000"), (err) => {
+      assert.equal(err.code, "config", err.message);
+      assert.ok(err.message.includes("tls-server-name") && err.message.includes("is not a DNS name or IP address"), err.message);
+      assert.ok(!err.message.includes(SECRET), err.message);
+      return true;
+    });
+  }
+});
+
 test("a failing exec credential plugin is named with its exit status, never its arguments, environment or output", () => {
   const dir = mkdtempSync(join(tmpdir(), "plugin-secret-"));
   // The plugin `kubelogin` (a symlink to /bin/sh running a script) gets the
