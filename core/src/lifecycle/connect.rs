@@ -82,7 +82,7 @@ impl Lifecycle {
         // In warm-pool mode the claim carries the mark (names::SWEPT_BY_ANNOTATION).
         let mut claim_mark = fresh.is_some().then(|| self.swept_by.clone());
         loop {
-            let (sandbox_name, claims) = if self.warm() {
+            let (sandbox_name, claim_uid, claims) = if self.warm() {
                 let claim = if fetch_claim {
                     let Some(claim) = self.fetch_claim(&id, actor_id).await? else { return Ok(None) };
                     claim_mark = swept_by(&claim.metadata);
@@ -92,13 +92,13 @@ impl Lifecycle {
                 };
                 fetch_claim = true;
                 match self.wait_bound(call, claim).await? {
-                    Some(bound) => bound,
+                    Some((name, uid, claims)) => (name, uid, claims),
                     None => return Ok(None),
                 }
             } else {
-                (id.name.clone(), None)
+                (id.name.clone(), None, None)
             };
-            match self.bring_up(call, &sandbox_name, claims).await? {
+            match self.bring_up(call, &sandbox_name, claim_uid.as_deref(), claims).await? {
                 Outcome::Ready { pod, service, swept_by, resumed } => {
                     let new = fresh.is_some() || resumed;
                     let mark = if self.warm() { claim_mark } else { swept_by };
@@ -123,12 +123,12 @@ impl Lifecycle {
 
     /// Waits until the claim names its Sandbox: at once if `claim` (just
     /// fetched) does, else with a watch, returned for the readiness wait.
-    /// `None` if the claim is gone.
+    /// The Sandbox's name and the claim's UID; `None` if the claim is gone.
     async fn wait_bound(
         &self,
         call: Call<'_>,
         claim: Option<ClaimObject>,
-    ) -> Result<Option<(String, Option<ClaimWatch>)>> {
+    ) -> Result<Option<(String, Option<String>, Option<ClaimWatch>)>> {
         let Call { id, deadline, ev, created, .. } = call;
         let decide = |claim: Option<&ClaimObject>| match claim.filter(|c| !deleting(c)).map(readiness::claim_binding) {
             None => Step::Done(None),
@@ -138,7 +138,7 @@ impl Lifecycle {
         };
         if let Some(claim) = &claim {
             match decide(Some(claim)) {
-                Step::Done(bound) => return Ok(bound.map(|name| (name, None))),
+                Step::Done(bound) => return Ok(bound.map(|name| (name, claim.metadata.uid.clone(), None))),
                 Step::Fail(e) => return Err(e),
                 Step::Waiting(_) => {}
             }
@@ -154,12 +154,19 @@ impl Lifecycle {
         let bound =
             waits::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w)))
                 .await?;
-        Ok(bound.zip(last).map(|(name, last)| (name, Some(ClaimWatch { updates, last }))))
+        Ok(bound.zip(last).map(|(name, last)| (name, last.metadata.uid.clone(), Some(ClaimWatch { updates, last }))))
     }
 
     /// Resumes the Sandbox if needed and waits for readiness (following the
-    /// claim with `claims` if there is one).
-    async fn bring_up(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
+    /// claim with `claims` if there is one). In warm-pool mode the Sandbox
+    /// counts once the claim of UID `claim` controls it (see [`adopted`]).
+    async fn bring_up(
+        &self,
+        call: Call<'_>,
+        name: &str,
+        claim: Option<&str>,
+        claims: Option<ClaimWatch>,
+    ) -> Result<Outcome> {
         let Call { id, actor_id, deadline, ev, announce, .. } = call;
         let ns = &id.namespace;
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
@@ -187,6 +194,9 @@ impl Lifecycle {
         if sandbox.is_none() && !self.warm() && call.created.is_none() {
             return Ok(Outcome::Gone);
         }
+        // A pool member the claim names but does not control yet (as this
+        // process has seen it) is followed by the wait below.
+        let sandbox = sandbox.filter(|s| adopted(s, claim));
         // A claim whose Sandbox vanished provisions a new one: the wait below
         // follows the claim.
         if let Some(sb) = sandbox {
@@ -240,7 +250,7 @@ impl Lifecycle {
                 }
             }
         }
-        let mut outcome = self.wait_ready(call, name, claims).await?;
+        let mut outcome = self.wait_ready(call, name, claim, claims).await?;
         if let Outcome::Ready { pod, resumed: new_pod, .. } = &mut outcome {
             let node = readiness::scheduled_node(pod);
             if resumed {
@@ -252,9 +262,16 @@ impl Lifecycle {
         Ok(outcome)
     }
 
-    /// Watches the Sandbox, its pod and (warm mode) the claim until ready;
-    /// the claim through `claims` if it is already being watched.
-    async fn wait_ready(&self, call: Call<'_>, name: &str, claims: Option<ClaimWatch>) -> Result<Outcome> {
+    /// Watches the Sandbox, its pod and (warm mode) the claim of UID
+    /// `claim_uid` until ready; the claim through `claims` if it is already
+    /// being watched.
+    async fn wait_ready(
+        &self,
+        call: Call<'_>,
+        name: &str,
+        claim_uid: Option<&str>,
+        claims: Option<ClaimWatch>,
+    ) -> Result<Outcome> {
         let Call { id, deadline, ev, announce, created, .. } = call;
         let ns = &id.namespace;
         let warm = self.warm();
@@ -311,6 +328,9 @@ impl Lifecycle {
                     Step::Done(Outcome::Gone)
                 });
             };
+            if !adopted(sb, claim_uid) {
+                return Some(Step::Waiting(format!("sandbox {name} is not yet adopted by its claim")));
+            }
             if !announced {
                 announced = true;
                 ev.emit(launch_event(sb, name, id), Some(name), None, None);
@@ -381,6 +401,17 @@ fn service_fqdn(sb: &SandboxObject) -> Option<String> {
 /// An object's [`names::SWEPT_BY_ANNOTATION`].
 fn swept_by(meta: &ObjectMeta) -> Option<String> {
     meta.annotations.as_ref().and_then(|a| a.get(names::SWEPT_BY_ANNOTATION)).cloned()
+}
+
+/// Whether the Sandbox is the claim's of UID `claim` (always in direct mode,
+/// `None`): the controller adopts a pool member with one patch that makes the
+/// claim its controller and bumps its generation, and only then names it in
+/// the claim's status. The two arrive on different watches, so the member
+/// can still be seen as the pool's after the claim names it; Ready at that
+/// older generation is not this claim's Ready.
+fn adopted(sb: &SandboxObject, claim: Option<&str>) -> bool {
+    let controller = || sb.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true));
+    claim.is_none_or(|uid| controller().is_some_and(|r| r.uid == uid))
 }
 
 /// `adopted` or `cold_start`: how the claim got the Sandbox `name`.

@@ -76,8 +76,9 @@ impl FakeApi {
         )
     }
 
-    /// Creates or replaces an object (a new resourceVersion; a uid if it has
-    /// none) and tells the watches of its kind.
+    /// Creates or replaces an object (a new resourceVersion; if it has no
+    /// uid, the replaced object's or a new one) and tells the watches of its
+    /// kind.
     fn put(&self, plural: &str, mut object: Value) -> Value {
         let mut state = self.state();
         state.resource_version += 1;
@@ -85,10 +86,14 @@ impl FakeApi {
         meta.insert("resourceVersion".into(), state.resource_version.to_string().into());
         meta.insert("namespace".into(), NS.into());
         let name = meta["name"].as_str().expect("a name").to_owned();
-        if !meta.contains_key("uid") {
-            meta.insert("uid".into(), format!("uid-{name}-{}", state.resource_version).into());
-        }
         let key = (plural.to_owned(), name);
+        if !meta.contains_key("uid") {
+            let uid = match state.objects.get(&key) {
+                Some(replaced) => replaced["metadata"]["uid"].clone(),
+                None => format!("uid-{}-{}", key.1, state.resource_version).into(),
+            };
+            meta.insert("uid".into(), uid);
+        }
         let kind = if state.objects.contains_key(&key) { "MODIFIED" } else { "ADDED" };
         state.objects.insert(key, object.clone());
         send(&mut state, plural, kind, &object);
@@ -342,6 +347,16 @@ fn ready_sandbox_and_pod(api: &FakeApi, name: &str, actor: &str) {
     api.put("pods", running_pod(name));
 }
 
+/// The controller's adoption of Sandbox `sandbox` by claim `claim`: its
+/// controller reference, to the claim's UID.
+fn adopt(api: &FakeApi, sandbox: &str, claim: &str) {
+    let uid = api.get("sandboxclaims", claim).expect("the claim")["metadata"]["uid"].clone();
+    let mut object = api.get("sandboxes", sandbox).expect("the Sandbox");
+    object["metadata"]["ownerReferences"] = json!([{ "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxClaim", "name": claim, "uid": uid, "controller": true }]);
+    api.put("sandboxes", object);
+}
+
 /// A pod the node runs.
 fn running_pod(name: &str) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
@@ -455,10 +470,12 @@ async fn connect_follows_a_claim_rebound_to_another_sandbox() {
     };
     api.put("sandboxclaims", bound_to("old"));
     api.put("sandboxes", sandbox("old", "a", json!({ "spec": { "operatingMode": "Running" } })));
+    adopt(&api, "old", &claim);
     let id = format!("{NS}/{claim}");
     let connect = tokio::spawn(async move { lifecycle.connect("a", &id).await });
     assert_eq!(events.recv().await, Some(EventKind::Waiting), "waiting for old's pod");
     ready_sandbox_and_pod(&api, "new", "a");
+    adopt(&api, "new", &claim);
     api.put("sandboxclaims", bound_to("new"));
     api.remove("sandboxes", "old");
     let connected = connect.await.unwrap().unwrap().expect("connected");
@@ -510,6 +527,7 @@ async fn a_cold_connect_among_a_thousand_objects_reads_by_get_while_the_lists_ru
                     json!({ "status": { "sandbox": { "name": name } } }),
                 ),
             );
+            adopt(&api, &name, &claim);
             (json!({ "warmPool": "pool" }), format!("{NS}/{claim}"))
         } else {
             (direct(), format!("{NS}/{name}"))
@@ -581,14 +599,9 @@ async fn a_created_sandbox_is_this_engines_and_a_mark_makes_another_so() {
     assert_eq!(api.get("sandboxes", &name).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION], ENGINE);
 }
 
-#[tokio::test(start_paused = true)]
-async fn in_warm_pool_mode_the_claim_carries_the_mark() {
-    // The claim is the provider's own object; its Sandbox is the pool's until
-    // claimed. Create marks the claim, a connect reads the mark there, and a
-    // mark after another process's sweep patches the claim: a warm
-    // create+connect makes no request on the Sandbox.
-    let api = FakeApi::default();
-    let (lifecycle, _) = lifecycle(&api, json!({ "warmPool": "pool", "suspend": "none" }));
+/// Warm pool `pool` (of template `t`) and a claim on it made by `lifecycle`'s
+/// create for actor `a`: the sandbox id and the claim's name.
+async fn claim_from_pool(api: &FakeApi, lifecycle: &Lifecycle) -> (String, String) {
     api.put(
         "sandboxwarmpools",
         json!({ "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
@@ -602,12 +615,67 @@ async fn in_warm_pool_mode_the_claim_carries_the_mark() {
     );
     let id = lifecycle.create("a").await.unwrap();
     let claim = id.split('/').nth(1).unwrap().to_owned();
+    (id, claim)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claimed_member_counts_once_its_adoption_is_seen() {
+    // The controller adopts a pool member (the claim becomes its controller,
+    // its generation moves on), then names it in the claim's status. The
+    // claim's watch can show the name before the Sandboxes' watch shows the
+    // adoption: the member, still the pool's there, is Ready for its old
+    // generation. Connect must wait for the adoption and for Ready at the new
+    // generation, not return on the pool's Ready.
+    let api = FakeApi::default();
+    let (lifecycle, mut events) = lifecycle(&api, json!({ "warmPool": "pool", "suspend": "none" }));
+    let (id, claim) = claim_from_pool(&api, &lifecycle).await;
+    while events.try_recv().is_ok() {} // create's
+    ready_sandbox_and_pod(&api, "pool-x1", "a");
+    let mut member = api.get("sandboxes", "pool-x1").unwrap();
+    member["metadata"]["ownerReferences"] = json!([{ "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxWarmPool", "name": "pool", "uid": "uid-pool", "controller": true }]);
+    api.put("sandboxes", member);
+    let mut bound = api.get("sandboxclaims", &claim).unwrap();
+    bound["status"] = json!({ "sandbox": { "name": "pool-x1" } });
+    api.put("sandboxclaims", bound);
+    let connect = tokio::spawn({
+        let id = id.clone();
+        async move { lifecycle.connect("a", &id).await }
+    });
+    assert_eq!(events.recv().await, Some(EventKind::Waiting), "the pool's member is not the claim's yet");
+    // The adoption arrives; Ready is still the old generation's.
+    adopt(&api, "pool-x1", &claim);
+    let mut adopted = api.get("sandboxes", "pool-x1").unwrap();
+    adopted["metadata"]["generation"] = 2.into();
+    api.put("sandboxes", adopted);
+    assert_eq!(events.recv().await, Some(EventKind::Adopted));
+    assert_eq!(events.recv().await, Some(EventKind::Scheduled));
+    assert_eq!(events.recv().await, Some(EventKind::Waiting), "Ready is generation 1's");
+    assert!(!connect.is_finished());
+    let mut ready = api.get("sandboxes", "pool-x1").unwrap();
+    ready["status"]["conditions"][0]["observedGeneration"] = 2.into();
+    api.put("sandboxes", ready);
+    let connected = connect.await.unwrap().unwrap().expect("connected");
+    assert_eq!(connected.target.pod, "pool-x1");
+    assert_eq!(next_event(&mut events).await, EventKind::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_warm_pool_mode_the_claim_carries_the_mark() {
+    // The claim is the provider's own object; its Sandbox is the pool's until
+    // claimed. Create marks the claim, a connect reads the mark there, and a
+    // mark after another process's sweep patches the claim: a warm
+    // create+connect makes no request on the Sandbox.
+    let api = FakeApi::default();
+    let (lifecycle, _) = lifecycle(&api, json!({ "warmPool": "pool", "suspend": "none" }));
+    let (id, claim) = claim_from_pool(&api, &lifecycle).await;
     let mark_of = |api: &FakeApi| {
         api.get("sandboxclaims", &claim).unwrap()["metadata"]["annotations"][names::SWEPT_BY_ANNOTATION].clone()
     };
     assert_eq!(mark_of(&api), ENGINE, "create marked the claim");
     // The controller hands it a warm member.
     ready_sandbox_and_pod(&api, "pool-x1", "a");
+    adopt(&api, "pool-x1", &claim);
     let mut bound = api.get("sandboxclaims", &claim).unwrap();
     bound["status"] = json!({ "sandbox": { "name": "pool-x1" } });
     api.put("sandboxclaims", bound);
