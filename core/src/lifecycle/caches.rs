@@ -18,16 +18,24 @@ use crate::client::informer::{ApiSource, Informer};
 /// no sandbox's are neither sent nor kept. A label that is never removed
 /// while the pod lives: a removed one would look like a deletion.
 pub(crate) const POD_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
+/// The label of a warm pool's unclaimed members (Sandbox and pod); the
+/// adoption removes it from the Sandbox in the same patch that makes the
+/// claim its controller (and from the pod on the controller's next pass).
+const POOL_MEMBER_LABEL: &str = "agents.x-k8s.io/warm-pool-sandbox";
 
 /// One informer per kind, started on first use.
 pub(crate) struct Caches {
     /// Claims this provider made (selected by our actor label).
     pub claims: Informer<ClaimObject>,
     /// Sandboxes: in direct mode those we made (our label); in warm-pool
-    /// mode all of the namespace, since an adopted pool member does not carry
-    /// our labels.
+    /// mode every claimed one of the namespace (an adopted pool member does
+    /// not carry our labels), not the pools' unclaimed members: a claim's
+    /// member enters the watch with its adoption.
     pub sandboxes: Informer<SandboxObject>,
-    /// Sandbox pods.
+    /// Sandbox pods; in direct mode not those of pool members (another
+    /// worker's pool in the namespace). In warm-pool mode members' pods are
+    /// kept: the controller removes their pool label after the adoption, and
+    /// a connect must not wait for that.
     pub pods: Informer<Pod>,
 }
 
@@ -43,17 +51,19 @@ impl Caches {
             Kind::SandboxClaim.resource(),
             slim_object,
         );
+        let not_members = format!("!{POOL_MEMBER_LABEL}");
         let sandboxes = ApiSource::new(
             Kind::Sandbox.api(client, namespace),
             namespace,
-            if warm { watcher::Config::default() } else { ours },
+            if warm { watcher::Config::default().labels(&not_members) } else { ours },
             Kind::Sandbox.resource(),
             slim_object,
         );
+        let pod_selector = if warm { POD_LABEL.to_owned() } else { format!("{POD_LABEL},{not_members}") };
         let pods = ApiSource::new(
             Api::namespaced(client.clone(), namespace),
             namespace,
-            watcher::Config::default().labels(POD_LABEL),
+            watcher::Config::default().labels(&pod_selector),
             "pods",
             slim_pod,
         );
