@@ -34,6 +34,15 @@ struct ClaimWatch {
     last: ClaimObject,
 }
 
+/// What a warm-pool connect knows of its claim once it is bound (nothing in
+/// direct mode): its UID, since its Sandbox counts once the claim controls it
+/// (see [`adopted`]), and the watch that saw the binding, if one did.
+#[derive(Default)]
+struct BoundClaim {
+    uid: Option<String>,
+    watch: Option<ClaimWatch>,
+}
+
 /// What the steps of one connect call share.
 #[derive(Clone, Copy)]
 struct Call<'a> {
@@ -82,7 +91,7 @@ impl Lifecycle {
         // In warm-pool mode the claim carries the mark (names::SWEPT_BY_ANNOTATION).
         let mut claim_mark = fresh.is_some().then(|| self.swept_by.clone());
         loop {
-            let (sandbox_name, claim_uid, claims) = if self.warm() {
+            let (sandbox_name, claim) = if self.warm() {
                 let claim = if fetch_claim {
                     let Some(claim) = self.fetch_claim(&id, actor_id).await? else { return Ok(None) };
                     claim_mark = swept_by(&claim.metadata);
@@ -92,13 +101,13 @@ impl Lifecycle {
                 };
                 fetch_claim = true;
                 match self.wait_bound(call, claim).await? {
-                    Some((name, uid, claims)) => (name, uid, claims),
+                    Some(bound) => bound,
                     None => return Ok(None),
                 }
             } else {
-                (id.name.clone(), None, None)
+                (id.name.clone(), BoundClaim::default())
             };
-            match self.bring_up(call, &sandbox_name, claim_uid.as_deref(), claims).await? {
+            match self.bring_up(call, &sandbox_name, claim).await? {
                 Outcome::Ready { pod, service, swept_by, resumed } => {
                     let new = fresh.is_some() || resumed;
                     let mark = if self.warm() { claim_mark } else { swept_by };
@@ -123,12 +132,8 @@ impl Lifecycle {
 
     /// Waits until the claim names its Sandbox: at once if `claim` (just
     /// fetched) does, else with a watch, returned for the readiness wait.
-    /// The Sandbox's name and the claim's UID; `None` if the claim is gone.
-    async fn wait_bound(
-        &self,
-        call: Call<'_>,
-        claim: Option<ClaimObject>,
-    ) -> Result<Option<(String, Option<String>, Option<ClaimWatch>)>> {
+    /// The Sandbox's name and the bound claim; `None` if the claim is gone.
+    async fn wait_bound(&self, call: Call<'_>, claim: Option<ClaimObject>) -> Result<Option<(String, BoundClaim)>> {
         let Call { id, deadline, ev, created, .. } = call;
         let decide = |claim: Option<&ClaimObject>| match claim.filter(|c| !deleting(c)).map(readiness::claim_binding) {
             None => Step::Done(None),
@@ -138,7 +143,9 @@ impl Lifecycle {
         };
         if let Some(claim) = &claim {
             match decide(Some(claim)) {
-                Step::Done(bound) => return Ok(bound.map(|name| (name, claim.metadata.uid.clone(), None))),
+                Step::Done(bound) => {
+                    return Ok(bound.map(|name| (name, BoundClaim { uid: claim.metadata.uid.clone(), watch: None })))
+                }
                 Step::Fail(e) => return Err(e),
                 Step::Waiting(_) => {}
             }
@@ -154,19 +161,15 @@ impl Lifecycle {
         let bound =
             waits::wait(&mut updates, deadline, &what, step, |w| ev.emit(EventKind::Waiting, None, None, Some(w)))
                 .await?;
-        Ok(bound.zip(last).map(|(name, last)| (name, last.metadata.uid.clone(), Some(ClaimWatch { updates, last }))))
+        Ok(bound.zip(last).map(|(name, last)| {
+            (name, BoundClaim { uid: last.metadata.uid.clone(), watch: Some(ClaimWatch { updates, last }) })
+        }))
     }
 
     /// Resumes the Sandbox if needed and waits for readiness (following the
-    /// claim with `claims` if there is one). In warm-pool mode the Sandbox
-    /// counts once the claim of UID `claim` controls it (see [`adopted`]).
-    async fn bring_up(
-        &self,
-        call: Call<'_>,
-        name: &str,
-        claim: Option<&str>,
-        claims: Option<ClaimWatch>,
-    ) -> Result<Outcome> {
+    /// claim's watch if there is one). In warm-pool mode the Sandbox counts
+    /// once the claim controls it (see [`adopted`]).
+    async fn bring_up(&self, call: Call<'_>, name: &str, claim: BoundClaim) -> Result<Outcome> {
         let Call { id, actor_id, deadline, ev, announce, .. } = call;
         let ns = &id.namespace;
         let gone = if self.warm() { Outcome::Rebound } else { Outcome::Gone };
@@ -196,7 +199,7 @@ impl Lifecycle {
         }
         // A pool member the claim names but does not control yet (as this
         // process has seen it) is followed by the wait below.
-        let sandbox = sandbox.filter(|s| adopted(s, claim));
+        let sandbox = sandbox.filter(|s| adopted(s, claim.uid.as_deref()));
         // A claim whose Sandbox vanished provisions a new one: the wait below
         // follows the claim.
         if let Some(sb) = sandbox {
@@ -250,7 +253,7 @@ impl Lifecycle {
                 }
             }
         }
-        let mut outcome = self.wait_ready(call, name, claim, claims).await?;
+        let mut outcome = self.wait_ready(call, name, claim).await?;
         if let Outcome::Ready { pod, resumed: new_pod, .. } = &mut outcome {
             let node = readiness::scheduled_node(pod);
             if resumed {
@@ -262,16 +265,9 @@ impl Lifecycle {
         Ok(outcome)
     }
 
-    /// Watches the Sandbox, its pod and (warm mode) the claim of UID
-    /// `claim_uid` until ready; the claim through `claims` if it is already
-    /// being watched.
-    async fn wait_ready(
-        &self,
-        call: Call<'_>,
-        name: &str,
-        claim_uid: Option<&str>,
-        claims: Option<ClaimWatch>,
-    ) -> Result<Outcome> {
+    /// Watches the Sandbox, its pod and (warm mode) the claim until ready; the
+    /// claim through its watch if it is already being watched.
+    async fn wait_ready(&self, call: Call<'_>, name: &str, bound: BoundClaim) -> Result<Outcome> {
         let Call { id, deadline, ev, announce, created, .. } = call;
         let ns = &id.namespace;
         let warm = self.warm();
@@ -292,7 +288,7 @@ impl Lifecycle {
         ];
         let (mut sandbox, mut pod, mut claim) = (None, None, None::<Option<ClaimObject>>);
         if self.warm() {
-            let updates = match claims {
+            let updates = match bound.watch {
                 Some(ClaimWatch { updates, last }) => {
                     claim = Some(Some(last));
                     updates
@@ -328,7 +324,7 @@ impl Lifecycle {
                     Step::Done(Outcome::Gone)
                 });
             };
-            if !adopted(sb, claim_uid) {
+            if !adopted(sb, bound.uid.as_deref()) {
                 return Some(Step::Waiting(format!("sandbox {name} is not yet adopted by its claim")));
             }
             if !announced {

@@ -351,9 +351,15 @@ fn ready_sandbox_and_pod(api: &FakeApi, name: &str, actor: &str) {
 /// controller reference, to the claim's UID.
 fn adopt(api: &FakeApi, sandbox: &str, claim: &str) {
     let uid = api.get("sandboxclaims", claim).expect("the claim")["metadata"]["uid"].clone();
+    set_controller(api, sandbox, "SandboxClaim", claim, uid);
+}
+
+/// Makes the `kind` (an extensions.agents.x-k8s.io kind) named `name`, of
+/// UID `uid`, Sandbox `sandbox`'s controller.
+fn set_controller(api: &FakeApi, sandbox: &str, kind: &str, name: &str, uid: Value) {
     let mut object = api.get("sandboxes", sandbox).expect("the Sandbox");
     object["metadata"]["ownerReferences"] = json!([{ "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-        "kind": "SandboxClaim", "name": claim, "uid": uid, "controller": true }]);
+        "kind": kind, "name": name, "uid": uid, "controller": true }]);
     api.put("sandboxes", object);
 }
 
@@ -631,10 +637,7 @@ async fn a_claimed_member_counts_once_its_adoption_is_seen() {
     let (id, claim) = claim_from_pool(&api, &lifecycle).await;
     while events.try_recv().is_ok() {} // create's
     ready_sandbox_and_pod(&api, "pool-x1", "a");
-    let mut member = api.get("sandboxes", "pool-x1").unwrap();
-    member["metadata"]["ownerReferences"] = json!([{ "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-        "kind": "SandboxWarmPool", "name": "pool", "uid": "uid-pool", "controller": true }]);
-    api.put("sandboxes", member);
+    set_controller(&api, "pool-x1", "SandboxWarmPool", "pool", "uid-pool".into());
     let mut bound = api.get("sandboxclaims", &claim).unwrap();
     bound["status"] = json!({ "sandbox": { "name": "pool-x1" } });
     api.put("sandboxclaims", bound);
