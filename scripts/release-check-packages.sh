@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# release-check-packages.sh PACKAGES BINDINGS: run by the release workflow's
+# release-check-packages.sh PACKAGES DIGESTS: run by the release workflow's
 # publish job before anything is published, on what the `pack` job made.
 # `pack` runs @napi-rs/cli (a dev dependency) to lay the packages out; this
 # check makes sure that whatever ran there, the tarballs hold exactly what
 # was built, smoke-tested and committed:
 #   - PACKAGES/platform/*.tgz: one per target of package.json's napi.targets,
 #     each holding its package.json and README from npm/<platform>/ and the
-#     binary byte-identical to the smoke-tested artifact
-#     BINDINGS/bindings-<platform>/<binary>.<platform>.node;
+#     binary whose sha256 is DIGESTS' line for that platform
+#     ("<platform> <sha256>", one per line: the digests the build jobs
+#     recorded as job outputs and the smoke jobs checked; not artifacts,
+#     which any later job of the run could replace);
 #   - PACKAGES/root/*.tgz: every file byte-identical to this checkout's, and
 #     package.json equal to this checkout's but for optionalDependencies,
 #     which must name exactly the platform packages at the same version.
-# Needs only bash, tar, cmp and node (no npm package). Exits 1 on a mismatch.
+# Needs only bash, tar, cmp, sha256sum and node (no npm package). Exits 1 on
+# a mismatch.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 packages=$(cd "$1" && pwd)
-bindings=$(cd "$2" && pwd)
+digests=$2
+[[ -f $digests ]] || { echo "release-check-packages: no digests file $digests" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
@@ -51,8 +55,10 @@ for platform in "${platforms[@]}"; do
 	file=$binary.$platform.node
 	listed=$(cd "$dir/package" && find . -type f | sed 's|^\./||' | sort | paste -sd' ')
 	[[ $listed == "README.md $file package.json" ]] || fail "$platform: tarball holds [$listed]"
-	cmp -s "$dir/package/$file" "$bindings/bindings-$platform/$file" ||
-		fail "$platform: $file differs from the smoke-tested artifact (or the artifact is missing)"
+	want=$(awk -v p="$platform" '$1 == p { print $2 }' "$digests")
+	got=$(sha256sum "$dir/package/$file" 2>/dev/null | cut -d' ' -f1)
+	[[ $want =~ ^[0-9a-f]{64}$ && $got == "$want" ]] ||
+		fail "$platform: $file is not the binary its build job recorded (sha256 ${got:-none}, recorded ${want:-none})"
 	for f in package.json README.md; do
 		cmp -s "$dir/package/$f" "$ROOT/npm/$platform/$f" || fail "$platform: $f differs from npm/$platform/$f"
 	done

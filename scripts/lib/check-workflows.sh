@@ -4,7 +4,9 @@
 # scripts/lint.sh. Every workflow here builds what is published, so each rule
 # holds for every file under .github/workflows:
 #   pin       every `uses:` names a full 40-hex commit, the tag in a comment
-#             after it (a tag can be moved to other code; a commit cannot)
+#             after it (a tag can be moved to other code; a commit cannot);
+#             every `container:` / `image:` (a job's container, a service)
+#             names its image by @sha256 digest, for the same reason
 #   checkout  actions/checkout has `persist-credentials: false` (no GitHub
 #             token left in .git/config for later steps)
 #   cache     no actions/cache and no setup-node cache (a cache entry written
@@ -39,6 +41,10 @@ if [[ ${1:-} == --self-test ]]; then
 		      - run: curl -sSf https://sh.rustup.rs | sh -s -- -y
 		      - run: npm ci
 		      - run: npx napi build --release
+		    container: node:20-bookworm
+		    services:
+		      db:
+		        image: "postgres:16"
 	EOF
 	cat >"$dir/good.yml" <<-'EOF'
 		jobs:
@@ -56,9 +62,11 @@ if [[ ${1:-} == --self-test ]]; then
 		          curl -sSfL -o rustup-init https://example.invalid/rustup-init
 		          npm ci --ignore-scripts
 		          npx napi build --release -- --locked
+		    container:
+		      image: node@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 	EOF
 	# line:rule, by line then rule
-	expected="4:checkout 4:pin 5:cache 7:cache 8:cache 9:pin 10:pin 11:pin 12:pipe-sh 13:scripts 14:locked"
+	expected="4:checkout 4:pin 5:cache 7:cache 8:cache 9:pin 10:pin 11:pin 12:pipe-sh 13:scripts 14:locked 15:pin 18:pin"
 	got=$(bash "$0" "$dir/bad.yml" | awk -F': ' '{ n = split($1, a, ":"); print a[n] ":" $2 }' |
 		sort -t: -k1,1n -k2,2 | paste -sd' ' || true)
 	if [[ $got != "$expected" ]]; then
@@ -122,6 +130,15 @@ for file in "$@"; do
 		if (ref ~ /^actions\/checkout@/) item_checkout = 1
 		if (ref ~ /^actions\/setup-node@/) item_setup_node = 1
 		if (ref ~ /^actions\/cache(\/[a-z]+)?@/) report("cache", NR, line)
+	}
+	# A container or service image, inline (`container: img`) or as the
+	# `image:` of a container/services map.
+	code ~ /^[ \t]*(container|image):[ \t]*[^ \t]/ {
+		img = code
+		sub(/^[ \t]*(container|image):[ \t]*/, "", img)
+		gsub(/"/, "", img)
+		gsub(q, "", img)
+		if (!hex_after(img, "@sha256:", 64)) report("pin", NR, line)
 	}
 	code ~ /persist-credentials:[ \t]*false/ { item_no_persist = 1 }
 	code ~ /package-manager-cache:[ \t]*false/ { item_no_pm_cache = 1 }
