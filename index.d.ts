@@ -144,12 +144,25 @@ export interface CommonOptions {
    */
   maxConcurrentExecsPerSandbox?: number;
   /**
+   * Port-forward tunnels open at once per provider (each `fetch`, and each connection to a
+   * `forward`, is one pods/portforward connection to the API server). Slots of their own: a
+   * tunnel storm leaves execs theirs. Default 256.
+   */
+  maxTunnels?: number;
+  /**
+   * Tunnels of one sandbox, a share of `maxTunnels` (default 32); beyond it a tunnel waits its
+   * turn, up to `callTimeoutMs`, then fails `timeout`.
+   */
+  maxTunnelsPerSandbox?: number;
+  /** A tunnel that moves no byte either way this long (a paused reader included) is closed: `timeout`. Default 600000. */
+  tunnelIdleTimeoutMs?: number;
+  /**
    * Also put each command's text (never env values or cwd) into the exec request's URL, so the
    * API server's audit log records it. Default false: commands, cwd and env travel on the
    * exec's stdin, and the URL and in-pod argv hold only a run id.
    */
   commandsInAuditLog?: boolean;
-  /** Timeout of every file operation and process call (not `exec`, `follow`, `wait`): `timeout` after it. Default 120000. */
+  /** Timeout of every file operation and process call (not `exec`, `follow`, `wait`), and of a `fetch`'s response head: `timeout` after it. Default 120000. */
   callTimeoutMs?: number;
   /** What one call (a model's choice) may ask for; beyond it, `invalid_request` with nothing run. */
   limits?: CallLimits;
@@ -462,7 +475,8 @@ export interface Sandbox {
   processes(options?: CallOptions): Promise<ProcessInfo[]>;
   /**
    * The TCP ports listening in the sandbox's network, read from `/proc/net/tcp{,6}` (no tool
-   * needed in the image): poll it to wait for a dev server. `too_large` past 16 MiB of socket tables.
+   * needed in the image): poll it to wait for a dev server; one entry per port and address.
+   * `too_large` past 16 MiB of socket tables or 4,096 entries.
    */
   listeningPorts(options?: CallOptions): Promise<ListeningPort[]>;
   /**
@@ -472,7 +486,9 @@ export interface Sandbox {
    * backpressure; `init.signal` aborts (`aborted`, also for a body being read). `invalid_request`
    * for a port outside 1..65535 or an upgrade (WebSocket, CONNECT: use {@link Sandbox.forward});
    * `not_found` when nothing listens; `forbidden` without `pods/portforward`; `unsupported` on a
-   * runtime that cannot port-forward; `connection_lost` when the exchange breaks.
+   * runtime that cannot port-forward; `connection_lost` when the exchange breaks; `timeout` when
+   * no response head came within `callTimeoutMs` (a tunnel slot waited for included);
+   * `unavailable` when the server answers `101` (switching protocols).
    */
   fetch(port: number, input: string | URL | Request, init?: RequestInit): Promise<Response>;
   /**
@@ -481,7 +497,8 @@ export interface Sandbox {
    * connection (so a resumed sandbox is reached again). With `verify` (default), `not_found`
    * before resolving when nothing listens on `port`. A tunnel that fails resets only its own
    * connection and calls `onError`. `signal`, `close()`, and the provider's `suspend`/`destroy`
-   * close the listener and every connection.
+   * close the listener and every connection. Any local process can connect to it, as with
+   * `kubectl port-forward`.
    */
   forward(port: number, options?: ForwardOptions): Promise<PortForward>;
   /**
@@ -529,13 +546,23 @@ export interface ListeningPort {
 export interface ForwardOptions {
   /** Local port to listen on, 1..65535; default: a free one. */
   localPort?: number;
-  /** Local address to listen on; default `127.0.0.1`. */
+  /**
+   * Local address to listen on; default `127.0.0.1`. Only loopback (`localhost`, 127.0.0.0/8,
+   * `::1`) unless `allowRemote`: `invalid_request`.
+   */
   host?: string;
+  /** Allows a `host` other machines can reach (`0.0.0.0`, `::`, an interface's address); default false. */
+  allowRemote?: boolean;
+  /**
+   * Connections at once, 1..4096; default 32. One more is reset and `onError` gets
+   * `unavailable`.
+   */
+  maxConnections?: number;
   /** Reject with `not_found` when nothing listens on the port; default true. */
   verify?: boolean;
   /** Closes the forward when aborted. */
   signal?: AbortSignal;
-  /** Called with the error of each connection whose tunnel failed (that connection is reset). */
+  /** Called with the error of each connection whose tunnel failed, or that was over `maxConnections` (that connection is reset). */
   onError?: (error: SandboxError) => void;
 }
 

@@ -115,6 +115,11 @@ export declare class NativeSandbox {
   /** Default working directory (absolute). */
   get cwd(): string
   /**
+   * The provider's `callTimeoutMs` (what bounds a `fetch`'s wait for its
+   * response head in `js/ports.js`).
+   */
+  get callTimeoutMs(): number
+  /**
    * Starts a command. `onChunk(stream, chunk)` gets stdout (1) and stderr
    * (2) chunks in arrival order; it must not throw. `wait()` resolves
    * with a `NativeExecResult`.

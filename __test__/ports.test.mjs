@@ -35,17 +35,21 @@ const BIG = 64 * MiB;
 // A port of this run, and one nothing listens on.
 const PORT = serverPort();
 const FREE = PORT + 20001;
+// The hostile server's port.
+const HOSTILE = PORT + 1;
 
 // /        → "hello <method> <url> host=<host>"
 // /echo    → the request body
 // /big     → BIG bytes, byte i = i % 1 MiB % 251
 // /sent    → how many bytes of the last /big the server has handed to its socket
 // /slow    → headers, then nothing until the client goes
+// /hold    → nothing until /release ends it with "released" (/held: how many wait)
 const SERVER = `
 const http = require("node:http");
 const block = Buffer.alloc(1 << 20);
 for (let i = 0; i < block.length; i++) block[i] = i % 251;
 let sent = 0;
+const held = [];
 http.createServer((req, res) => {
   if (req.url === "/echo") return req.pipe(res);
   if (req.url === "/sent") return res.end(String(sent));
@@ -64,9 +68,42 @@ http.createServer((req, res) => {
     return more();
   }
   if (req.url === "/slow") return res.writeHead(200).flushHeaders();
+  if (req.url === "/hold") return held.push(res);
+  if (req.url === "/held") return res.end(String(held.length));
+  if (req.url === "/release") return res.end(String(held.splice(0).map((r) => r.end("released")).length));
   res.end("hello " + req.method + " " + req.url + " host=" + req.headers.host);
 }).listen(Number(process.argv[1]), "127.0.0.1");
 `;
+
+// A server as a hostile sandbox runs one, raw TCP: /101 answers
+// "101 Switching Protocols" bare, /101-upgrade with the upgrade headers,
+// /count how many connections it holds; anything else gets no answer, ever.
+const HOSTILE_SERVER = `
+let open = 0;
+require("node:net").createServer((s) => {
+  let head = "";
+  s.on("error", () => {});
+  s.on("data", (d) => {
+    if (head.includes("\\r\\n\\r\\n")) return;
+    head += d;
+    if (!head.includes("\\r\\n\\r\\n")) return;
+    const path = head.split(" ")[1];
+    if (path === "/count") return s.end("HTTP/1.1 200 OK\\r\\nConnection: close\\r\\n\\r\\n" + open);
+    if (path === "/101") return s.write("HTTP/1.1 101 Switching Protocols\\r\\n\\r\\n");
+    if (path === "/101-upgrade") return s.write("HTTP/1.1 101 Switching Protocols\\r\\nConnection: Upgrade\\r\\nUpgrade: websocket\\r\\n\\r\\n");
+    open++;
+    s.on("close", () => open--);
+  });
+}).listen(Number(process.argv[1]), "127.0.0.1");
+`;
+
+/** Resolves once `sandbox` lists `port` as listening. */
+async function listening(sandbox, port) {
+  for (let i = 0; !(await sandbox.listeningPorts()).some((x) => x.port === port); i++) {
+    assert.ok(i < 600, `nothing ever listened on ${port}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 describe("ports", { skip, timeout: 600_000 }, () => {
   const { p } = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
@@ -79,11 +116,10 @@ describe("ports", { skip, timeout: 600_000 }, () => {
     id = await p.create(ctx);
     sandbox = await p.connect(ctx, id);
     await sandbox.spawn(`exec node -e '${SERVER}' ${PORT}`);
-    // Wait for the server: the call agents use to wait for their dev server.
-    for (let i = 0; !(await sandbox.listeningPorts()).some((x) => x.port === PORT); i++) {
-      assert.ok(i < 600, "the server never listened");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await sandbox.spawn(`exec node -e '${HOSTILE_SERVER}' ${HOSTILE}`);
+    // Wait for the servers: the call agents use to wait for their dev server.
+    await listening(sandbox, PORT);
+    await listening(sandbox, HOSTILE);
   });
   after(async () => {
     if (id) await p.destroy(ctx, id);
@@ -167,8 +203,9 @@ describe("ports", { skip, timeout: 600_000 }, () => {
     assert.ok(peakRss < 48 * MiB, `RSS grew ${peakRss / MiB} MiB`);
   });
 
-  test("forward: Node's fetch, then 200 parallel connections through one forward", async () => {
-    const f = await sandbox.forward(PORT);
+  test("forward: Node's fetch, then 200 parallel connections through one forward, 32 tunnels at a time", async () => {
+    // 201 connections at most: the 200 and the one Node's fetch above keeps alive.
+    const f = await sandbox.forward(PORT, { maxConnections: 201 });
     try {
       assert.match(f.url, /^http:\/\/127\.0\.0\.1:\d+$/);
       const r = await fetch(`${f.url}/via-forward`);
@@ -241,6 +278,17 @@ describe("ports", { skip, timeout: 600_000 }, () => {
       { verify: "yes" },
       { signal: {} },
       { onError: "f" },
+      // Reachable from other machines: only with allowRemote.
+      { host: "0.0.0.0" },
+      { host: "::" },
+      { host: "192.168.1.10" },
+      { host: "fe80::1" },
+      { host: "example.com" },
+      { host: "0.0.0.0", allowRemote: "yes" },
+      { maxConnections: 0 },
+      { maxConnections: 1.5 },
+      { maxConnections: "2" },
+      { maxConnections: 4097 },
     ]) {
       await assert.rejects(sandbox.forward(PORT, options), { code: ErrorCode.InvalidRequest }, JSON.stringify(options));
     }
@@ -276,6 +324,115 @@ describe("ports", { skip, timeout: 600_000 }, () => {
       (await import("node:fs")).writeFileSync(file, JSON.stringify({ ...rest, metadata: { name: metadata.name } }));
       kubectl("apply", "-f", file);
     }
+  });
+
+  test("forward: loopback hosts by default, others only with allowRemote", async () => {
+    for (const host of ["localhost", "127.0.0.2"]) {
+      const f = await sandbox.forward(PORT, { host });
+      assert.equal((await fetch(f.url)).status, 200, host);
+      await f.close();
+    }
+    const open = await sandbox.forward(PORT, { host: "0.0.0.0", allowRemote: true });
+    assert.equal((await fetch(`http://127.0.0.1:${open.localPort}/`)).status, 200);
+    await open.close();
+  });
+
+  test("forward: a connection beyond maxConnections is reset and reported unavailable", async () => {
+    const errors = [];
+    const f = await sandbox.forward(PORT, { maxConnections: 2, onError: (e) => errors.push(e) });
+    try {
+      /** A connection that stays open (/slow): resolves its response. */
+      const hold = () =>
+        new Promise((resolve, reject) => {
+          http.get(`${f.url}/slow`, { agent: false }, resolve).on("error", reject);
+        });
+      const held = [await hold(), await hold()];
+      assert.equal(f.connections, 2);
+      await assert.rejects(fetch(`${f.url}/third`));
+      assert.equal(errors.length, 1);
+      assert.equal(errors[0].code, ErrorCode.Unavailable);
+      assert.match(errors[0].message, /maxConnections \(2\)/);
+      for (const res of held) res.destroy();
+      while (f.connections > 0) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(await (await fetch(`${f.url}/again`)).text(), `hello GET /again host=${f.url.slice(7)}`);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("another actor's suspend and destroy of this id are invalid_state and close nothing", async () => {
+    const other = { actorId: actorId("ports-other"), client: () => undefined };
+    const f = await sandbox.forward(PORT);
+    const pending = sandbox.fetch(PORT, "/hold");
+    while ((await (await sandbox.fetch(PORT, "/held")).text()) !== "1") await new Promise((r) => setTimeout(r, 20));
+    await assert.rejects(p.suspend(other, id), { code: ErrorCode.InvalidState });
+    await assert.rejects(p.destroy(other, id), { code: ErrorCode.InvalidState });
+    assert.equal(await (await fetch(`${f.url}/still`)).text(), `hello GET /still host=${f.url.slice(7)}`);
+    assert.equal(await (await sandbox.fetch(PORT, "/release")).text(), "1");
+    assert.equal(await (await pending).text(), "released");
+    await f.close();
+  });
+
+  test("a non-string id is invalid_request for connect, suspend and destroy", async () => {
+    for (const bad of [undefined, null, 42, {}, [], true]) {
+      for (const call of ["connect", "suspend", "destroy"]) {
+        await assert.rejects(p[call](ctx, bad), { code: ErrorCode.InvalidRequest }, `${call}(${JSON.stringify(bad)})`);
+      }
+    }
+    // A malformed string names no sandbox of this provider: connect resolves undefined.
+    assert.equal(await p.connect(ctx, "not an id"), undefined);
+  });
+
+  test("fetch without a signal: a server that never answers is timeout, one that answers 101 unavailable", async () => {
+    const short = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", callTimeoutMs: 3000 }).p;
+    const box = await short.connect(ctx, id);
+    const t0 = performance.now();
+    await assert.rejects(box.fetch(HOSTILE, "/"), { code: ErrorCode.Timeout });
+    const waited = performance.now() - t0;
+    assert.ok(waited >= 2900 && waited < 8000, `settled after ${waited} ms`);
+    for (const path of ["/101", "/101-upgrade"]) {
+      const r = await box.fetch(HOSTILE, path).then(
+        (res) => ({ message: `resolved ${res.status}` }),
+        (e) => e,
+      );
+      assert.equal(r.code, ErrorCode.Unavailable, `${path}: ${r.message}`);
+    }
+  });
+
+  test("200 fetches at a silent server hold the sandbox's 32 tunnels; another sandbox's exec is served meanwhile", async () => {
+    const storm = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp", callTimeoutMs: 20_000 }).p;
+    await withSandbox(storm, "ports-b", async (ctxB, idB) => {
+      const b = await storm.connect(ctxB, idB);
+      const a = await storm.connect(ctx, id);
+      await b.exec("true");
+      const before = storm.stats().connections;
+      let settled = 0;
+      const t0 = performance.now();
+      const fetches = Array.from({ length: 200 }, () =>
+        a
+          .fetch(HOSTILE, "/")
+          .then(
+            () => "resolved",
+            (e) => e.code,
+          )
+          .finally(() => settled++),
+      );
+      // The suite's provider has tunnels of its own to ask the server.
+      const held = async () => Number(await (await sandbox.fetch(HOSTILE, "/count")).text());
+      while ((await held()) < 32) await new Promise((r) => setTimeout(r, 50));
+      const opened = storm.stats().connections - before;
+      const t1 = performance.now();
+      const r = await b.exec("true");
+      const execMs = performance.now() - t1;
+      console.log(`# 200 silent fetches in A: 32 held after ${(t1 - t0).toFixed(0)} ms, ${opened} connections; B's exec ${execMs.toFixed(0)} ms`);
+      assert.equal(r.exitCode, 0);
+      assert.equal(settled, 0, "B's exec completed while the storm was in flight");
+      assert.ok(execMs < 5000, `B's exec took ${execMs} ms`);
+      assert.ok(opened <= 32, `${opened} connections for 200 fetches`);
+      assert.equal(await held(), 32);
+      const codes = await Promise.all(fetches);
+      assert.deepEqual([...new Set(codes)], [ErrorCode.Timeout]);
+    });
   });
 
   test("url: without a Service it names the fix; bad ports are invalid_request", () => {
@@ -318,5 +475,64 @@ describe("ports", { skip, timeout: 600_000 }, () => {
     assert.equal(f.connections, 0);
     await assert.rejects(reading, { code: ErrorCode.ConnectionLost });
     await assert.rejects(fetch(f.url));
+  });
+});
+
+// A sandbox that controls the `cat` the provider's listing runs (a writable
+// directory early in its PATH, here through `sandbox.env`) forges the socket
+// tables: the list stays bounded, a bad row is skipped, and what the forged
+// `cat` writes to stderr is never quoted raw.
+describe("listeningPorts with a forged table", { skip, timeout: 300_000 }, () => {
+  const forged = "/tmp/forged";
+  const { p } = provider({
+    sandbox: { image: "local/sandbox:latest", env: { PATH: `${forged}:/usr/local/bin:/usr/bin:/bin` } },
+    suspend: "none",
+    cwd: "/tmp",
+  });
+  // $forged/mode: many (300,000 distinct rows), few (4,000 among garbage), fail.
+  const CAT = `#!/bin/sh
+case "$1" in
+/proc/net/tcp) ;;
+/proc/net/tcp6) exit 0 ;;
+*) exec /bin/cat "$@" ;;
+esac
+case $(/bin/cat ${forged}/mode) in
+many) exec awk 'BEGIN { for (i = 0; i < 300000; i++) printf "%d: %08X:%04X 00000000:0000 0A\\n", i, i, 1 + i % 65535 }' ;;
+few) awk 'BEGIN { for (i = 0; i < 4000; i++) { printf "%d: %08X:%04X 00000000:0000 0A\\n", i, i, 1 + i; printf "%d: %08X:%04X 00000000:0000 0A\\n", i, i, 1 + i; printf "x: \\001\\377:%04X 0:0 0A\\n\\n", i } }' ;;
+fail) printf 'evil\\000\\033[31m\\377 bytes\\n' >&2; exit 3 ;;
+esac
+`;
+
+  test("300,000 rows are too_large, 4,000 among garbage are listed, a failing cat's stderr is escaped", async () => {
+    await withSandbox(p, "ports-forged", async (ctx, sid) => {
+      const box = await p.connect(ctx, sid);
+      await box.mkdir(forged);
+      await box.writeFile(`${forged}/cat`, CAT);
+      await box.exec(`chmod +x ${forged}/cat`);
+      assert.equal((await box.exec("command -v cat")).stdout, `${forged}/cat\n`, "the forged cat is the one found");
+
+      await box.writeFile(`${forged}/mode`, "many");
+      const rss = process.memoryUsage().rss;
+      await assert.rejects(box.listeningPorts(), (e) => {
+        assert.equal(e.code, ErrorCode.TooLarge);
+        assert.match(e.message, /more than 4096/);
+        return true;
+      });
+      console.log(`# 300,000 forged rows: RSS +${((process.memoryUsage().rss - rss) / MiB).toFixed(1)} MiB`);
+
+      await box.writeFile(`${forged}/mode`, "few");
+      const few = await box.listeningPorts();
+      assert.equal(few.length, 4000);
+      assert.deepEqual(few[0], { port: 1, address: "0.0.0.0", family: "IPv4", loopbackOnly: false });
+
+      await box.writeFile(`${forged}/mode`, "fail");
+      await assert.rejects(box.listeningPorts(), (e) => {
+        assert.equal(e.code, ErrorCode.Internal);
+        assert.match(e.message, /exit 3/);
+        assert.match(e.message, /evil\\0\\u\{1b\}/);
+        assert.doesNotMatch(e.message, /[\0\x1b]/);
+        return true;
+      });
+    });
   });
 });

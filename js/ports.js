@@ -13,28 +13,31 @@ import { native as addon } from "./native.js";
 import { callOptions, callWithSignal, isSignal } from "./tasks.js";
 
 /**
- * Things open to one sandbox (forwards, tunnels) that the provider's
- * suspend/destroy closes: a Set per sandbox id, dropped when empty.
+ * Things one actor opened to one sandbox (forwards, tunnels) that the
+ * provider's suspend/destroy closes: a Set per actor and sandbox id,
+ * dropped when empty.
  */
 export class OpenPorts {
   /** @type {Map<string, Set<{ close(): void }>>} */
-  #byId = new Map();
+  #byKey = new Map();
 
-  /** Records `thing` under `id`; returns what forgets it. */
-  add(id, thing) {
-    let set = this.#byId.get(id);
-    if (!set) this.#byId.set(id, (set = new Set()));
+  /** Records `thing` under `actor` and `id`; returns what forgets it. */
+  add(actor, id, thing) {
+    const key = JSON.stringify([actor, id]);
+    let set = this.#byKey.get(key);
+    if (!set) this.#byKey.set(key, (set = new Set()));
     set.add(thing);
     return () => {
       set.delete(thing);
-      if (set.size === 0 && this.#byId.get(id) === set) this.#byId.delete(id);
+      if (set.size === 0 && this.#byKey.get(key) === set) this.#byKey.delete(key);
     };
   }
 
-  /** Closes everything open to `id`. */
-  closeAll(id) {
-    const set = this.#byId.get(id);
-    this.#byId.delete(id);
+  /** Closes everything `actor` opened to `id`. */
+  closeAll(actor, id) {
+    const key = JSON.stringify([actor, id]);
+    const set = this.#byKey.get(key);
+    this.#byKey.delete(key);
     for (const thing of set ?? []) thing.close();
   }
 }
@@ -122,14 +125,26 @@ export function portMethods(native, track) {
 
     /**
      * A local listener (default 127.0.0.1, a free port) whose every
-     * connection is tunnelled to `port` in the sandbox.
+     * connection is tunnelled to `port` in the sandbox: loopback only
+     * unless `allowRemote`, at most `maxConnections` at once.
      */
     async forward(port, options) {
       checkPort(port);
       const o = callOptions(options, "forward");
       const { localPort = 0, host = "127.0.0.1", verify = true, signal, onError } = o;
+      const { allowRemote = false, maxConnections = DEFAULT_MAX_CONNECTIONS } = o;
       if (localPort !== 0) checkPort(localPort, "localPort");
       if (typeof host !== "string" || host === "") throw invalidRequest("host must be a non-empty string");
+      if (typeof allowRemote !== "boolean") throw invalidRequest("allowRemote must be a boolean");
+      if (!allowRemote && !isLoopback(host)) {
+        throw invalidRequest(
+          `host ${JSON.stringify(host)} is not a loopback address, so other machines could reach the sandbox's port: ` +
+            "pass allowRemote: true to mean it; nothing was opened",
+        );
+      }
+      if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > MAX_CONNECTIONS) {
+        throw invalidRequest(`maxConnections must be an integer from 1 to ${MAX_CONNECTIONS}, got ${String(maxConnections)}`);
+      }
       if (typeof verify !== "boolean") throw invalidRequest("verify must be a boolean");
       if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
       if (onError != null && typeof onError !== "function") throw invalidRequest("onError must be a function");
@@ -138,7 +153,7 @@ export function portMethods(native, track) {
         throw withCode(new Error(`nothing listens on port ${port} in the sandbox; nothing was opened`), "not_found");
       }
       if (signal?.aborted) throw abortError();
-      return openForward(native, port, { localPort, host, signal, onError }, track);
+      return openForward(native, port, { localPort, host, maxConnections, signal, onError }, track);
     },
 
     /**
@@ -152,13 +167,44 @@ export function portMethods(native, track) {
   };
 }
 
+/** Connections a forward takes at once by default, and at most. */
+const DEFAULT_MAX_CONNECTIONS = 32;
+const MAX_CONNECTIONS = 4096;
+
+/** Whether `host` names a loopback address: "localhost", 127.0.0.0/8, ::1 (also IPv4-mapped). */
+function isLoopback(host) {
+  if (host === "localhost") return true;
+  if (net.isIPv4(host)) return LOOPBACK.check(host, "ipv4");
+  return net.isIPv6(host) && LOOPBACK.check(host, "ipv6");
+}
+const LOOPBACK = new net.BlockList();
+LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
+LOOPBACK.addAddress("::1", "ipv6");
+LOOPBACK.addSubnet("::ffff:127.0.0.0", 104, "ipv6");
+
 /** The listener of `forward`. */
-async function openForward(native, port, { localPort, host, signal, onError }, track) {
+async function openForward(native, port, { localPort, host, maxConnections, signal, onError }, track) {
   /** @type {Set<TunnelSocket>} */
   const tunnels = new Set();
   /** @type {Set<net.Socket>} */
   const sockets = new Set();
+  /** Tells the caller about a failed connection; the listener goes on. */
+  const report = (/** @type {Error} */ err) => {
+    if (!onError) return;
+    try {
+      onError(err);
+    } catch (e) {
+      process.emitWarning(`agent-sandbox-provider: forward's onError threw: ${/** @type {any} */ (e)?.stack ?? e}`);
+    }
+  };
   const server = net.createServer((socket) => {
+    // Each connection is a tunnel: beyond the cap it is reset, not queued.
+    if (sockets.size >= maxConnections) {
+      socket.on("error", () => {});
+      socket.resetAndDestroy();
+      report(withCode(new Error(`forward: more than maxConnections (${maxConnections}) connections at once; this one was reset`), "unavailable"));
+      return;
+    }
     const tunnel = new TunnelSocket(native, port, (t) => {
       tunnels.add(t);
       return () => tunnels.delete(t);
@@ -173,13 +219,7 @@ async function openForward(native, port, { localPort, host, signal, onError }, t
     // Only this connection fails: reset it, tell the caller, keep listening.
     tunnel.on("error", (err) => {
       socket.resetAndDestroy();
-      if (onError) {
-        try {
-          onError(err);
-        } catch (e) {
-          process.emitWarning(`agent-sandbox-provider: forward's onError threw: ${/** @type {any} */ (e)?.stack ?? e}`);
-        }
-      }
+      report(err);
     });
   });
   await new Promise((resolve, reject) => {
@@ -234,11 +274,30 @@ async function fetchThrough(native, port, input, init, track) {
   if (signal.aborted) throw abortError();
   if (!headers.has("host")) headers.set("host", `localhost:${port}`);
   const url = new URL(request.url);
+  const headTimeoutMs = native.callTimeoutMs;
   return new Promise((resolve, reject) => {
     /** @type {TunnelSocket | undefined} */
     let socket;
     /** @type {http.IncomingMessage | undefined} */
     let response;
+    let settled = false;
+    const fail = (/** @type {Error} */ err) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      reject(err);
+    };
+    // A server that never answers holds a tunnel: the head has the
+    // provider's call timeout, as every other call has.
+    const timer = setTimeout(() => {
+      const err = withCode(
+        new Error(`fetch: no response from port ${port} in the sandbox within ${headTimeoutMs} ms (callTimeoutMs)`),
+        "timeout",
+      );
+      fail(err);
+      req.destroy(err);
+    }, headTimeoutMs);
     const req = http.request({
       method: request.method,
       path: url.pathname + url.search,
@@ -253,11 +312,18 @@ async function fetchThrough(native, port, input, init, track) {
       req.destroy(abortError());
     };
     signal.addEventListener("abort", onAbort, { once: true });
-    req.on("error", (err) => {
-      signal.removeEventListener("abort", onAbort);
-      reject(asFetchError(err, port));
+    req.on("error", (err) => fail(asFetchError(err, port)));
+    // Without this listener Node answers a 101 by destroying the socket
+    // silently, and the exchange would never settle.
+    req.on("upgrade", (_res, upgraded) => {
+      upgraded.destroy();
+      fail(withCode(new Error(`fetch: the server on port ${port} switched protocols (101); fetch carries no upgrades, use forward`), "unavailable"));
     });
+    // Whatever else ends the request before a response (no error said).
+    req.on("close", () => fail(withCode(new Error(`fetch: the connection to port ${port} closed before a response`), "connection_lost")));
     req.on("response", (res) => {
+      settled = true;
+      clearTimeout(timer);
       response = res;
       socket?.once("error", (err) => res.destroy(asFetchError(err, port)));
       res.on("close", () => signal.removeEventListener("abort", onAbort));
@@ -282,6 +348,7 @@ async function fetchThrough(native, port, input, init, track) {
         );
       } catch (err) {
         socket?.destroy();
+        signal.removeEventListener("abort", onAbort);
         reject(withCode(new Error(`fetch: the server's answer is not a valid response: ${/** @type {any} */ (err)?.message}`), "unavailable"));
       }
     });

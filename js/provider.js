@@ -5,7 +5,7 @@
 // touches the network. Every sandbox call counts as activity for the
 // `ttlSeconds` backstop inside the addon.
 
-import { callNative, fromNative } from "./errors.js";
+import { callNative, fromNative, invalidRequest } from "./errors.js";
 import { native } from "./native.js";
 import { configError, optionsToJson } from "./options.js";
 import { OpenPorts } from "./ports.js";
@@ -22,7 +22,11 @@ export function agentSandboxProvider(options) {
   const { json, onEvent } = optionsToJson(options);
   const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
   const provider = construct(json, callback);
-  // Forwards and tunnels by sandbox id, closed by suspend and destroy.
+  // Forwards and tunnels by actor and sandbox id, closed by suspend and
+  // destroy. Only a connect the addon accepted (the id is the actor's)
+  // records any, so an actor's suspend or destroy closes only what the same
+  // actor opened: another actor's id finds nothing here, and the addon then
+  // refuses it (`invalid_state`).
   const openPorts = new OpenPorts();
   return {
     name: provider.name,
@@ -30,22 +34,39 @@ export function agentSandboxProvider(options) {
     create: (c) => callNative(() => provider.create(actorId(c))),
     connect: (c, id) =>
       callNative(async () => {
-        const sandbox = await provider.connect(actorId(c), String(id));
+        const actor = actorId(c);
+        const sandbox = await provider.connect(actor, sandboxId(id));
         if (sandbox == null) return undefined;
-        return wrapSandbox(sandbox, (thing) => openPorts.add(String(id), thing));
+        return wrapSandbox(sandbox, (thing) => openPorts.add(actor, id, thing));
       }),
     suspend: (c, id) =>
       callNative(async () => {
-        openPorts.closeAll(String(id));
-        await provider.suspend(actorId(c), String(id));
+        const actor = actorId(c);
+        openPorts.closeAll(actor, sandboxId(id));
+        await provider.suspend(actor, id);
       }),
     destroy: (c, id) =>
       callNative(async () => {
-        openPorts.closeAll(String(id));
-        await provider.destroy(actorId(c), String(id));
+        const actor = actorId(c);
+        openPorts.closeAll(actor, sandboxId(id));
+        await provider.destroy(actor, id);
       }),
     stats: () => provider.stats(),
   };
+}
+
+/** `id` if it is a string (a malformed one is the addon's to judge), else `invalid_request`. */
+function sandboxId(id) {
+  if (typeof id !== "string") {
+    throw invalidRequest(`the sandbox id must be a string (as create returned it), got ${describe(id)}; nothing was done`);
+  }
+  return id;
+}
+
+function describe(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : typeof value;
 }
 
 function construct(json, callback) {

@@ -166,6 +166,13 @@ impl NativeSandbox {
         self.inner.cwd().to_owned()
     }
 
+    /// The provider's `callTimeoutMs` (what bounds a `fetch`'s wait for its
+    /// response head in `js/ports.js`).
+    #[napi(getter)]
+    pub fn call_timeout_ms(&self) -> f64 {
+        self.inner.call_timeout().as_millis() as f64
+    }
+
     /// Starts a command. `onChunk(stream, chunk)` gets stdout (1) and stderr
     /// (2) chunks in arrival order; it must not throw. `wait()` resolves
     /// with a `NativeExecResult`.

@@ -78,7 +78,9 @@ pub use usage::{Source as UsageSource, Usage};
 pub mod testing {
     pub use crate::client::{api_error, connect, Action};
     pub use crate::config::KubeConfigSource;
-    pub use crate::exec::{Completion, ExecEngine, ExecTarget, Liveness, PodExecRuntime, Release, Runtime, Stdin};
+    pub use crate::exec::{
+        Completion, ExecEngine, ExecTarget, Liveness, PodExecRuntime, Release, Runtime, Stdin, TunnelLimits,
+    };
 
     use crate::{Limits, Provider, Sandbox};
 

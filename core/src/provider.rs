@@ -90,7 +90,8 @@ impl Provider {
                     self.config.max_concurrent_execs,
                     self.config.max_concurrent_execs_per_sandbox,
                 )
-                .with_commands_in_audit_log(self.config.commands_in_audit_log);
+                .with_commands_in_audit_log(self.config.commands_in_audit_log)
+                .with_tunnel_limits(self.config.tunnels);
                 let lifecycle = lifecycle.with_swept_by(engine.instance());
                 Ok(Arc::new(Parts {
                     lifecycle: Arc::new(lifecycle),

@@ -111,6 +111,11 @@ impl Sandbox {
         &self.cwd
     }
 
+    /// The timeout of calls that do not set one (`callTimeoutMs`).
+    pub fn call_timeout(&self) -> Duration {
+        self.limits.call_timeout
+    }
+
     /// Starts a terminal (see [`ExecEngine::terminal`]); an empty
     /// `request.cwd` means [`Sandbox::cwd`]. `invalid_request` for a timeout
     /// over the provider's [`Limits`].
@@ -287,10 +292,12 @@ impl Sandbox {
 
     /// Carries one TCP connection to `port` in the sandbox until either side
     /// ends it; each call opens its own pods/portforward connection, so it
-    /// reaches whatever pod runs the sandbox now. See [`Tunnel`].
+    /// reaches whatever pod runs the sandbox now. See [`Tunnel`]; it waits
+    /// for a tunnel slot up to the call timeout (see
+    /// [`ExecEngine::port_forward`]).
     pub async fn port_forward(&self, port: u16, tunnel: Tunnel) -> Result<()> {
         self.activity.report(&self.id);
-        self.engine.port_forward(&self.target, port, tunnel).await
+        self.engine.port_forward(&self.target, port, tunnel, self.limits.call_timeout).await
     }
 
     /// See [`files::remove`].

@@ -14,9 +14,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use sandbox_core::testing::trailer::needle;
 use sandbox_core::testing::wrapper::WRAPPER;
-use sandbox_core::testing::{kill, Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin};
-use sandbox_core::{lock, Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream};
-use tokio::sync::{mpsc, Notify};
+use sandbox_core::testing::{kill, Completion, ExecEngine, ExecTarget, Release, Runtime, Stdin, TunnelLimits};
+use sandbox_core::{lock, Error, ErrorCode, ExecRequest, OutputChunk, Result, Stream, Tunnel};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 /// What the scripted command does, step by step.
@@ -45,6 +45,8 @@ struct Scripted {
     /// Orphan sweeps run.
     sweeps: Mutex<usize>,
     killed: Notify,
+    /// Port-forward tunnels the runtime opened.
+    tunnels: Mutex<usize>,
 }
 
 impl Scripted {
@@ -140,6 +142,21 @@ impl Runtime for Handle {
             }
             release.requested().await;
             Ok(Completion::Released)
+        }
+        .boxed()
+    }
+
+    /// An echo server: every chunk comes back; the connection stays open
+    /// after the local side's last (there is no half-close).
+    fn port_forward<'a>(&'a self, _: &'a ExecTarget, _: u16, mut tunnel: Tunnel) -> BoxFuture<'a, Result<()>> {
+        *lock(&self.0.tunnels) += 1;
+        async move {
+            while let Some(data) = tunnel.input.recv().await {
+                if tunnel.output.send(OutputChunk { stream: Stream::Stdout, data }).await.is_err() {
+                    return Ok(());
+                }
+            }
+            std::future::pending().await
         }
         .boxed()
     }
@@ -347,4 +364,92 @@ async fn a_connect_sweeps_a_pod_again_only_where_something_may_have_been_left() 
     assert!(engine.sweep_on_connect(&a, Some("uid-2"), false, true).await.unwrap(), "in any pod: every pod again");
     assert!(!engine.sweep_on_connect(&a, Some("uid-2"), false, true).await.unwrap());
     assert_eq!(sweeps(), 6, "each true above ran a sweep");
+}
+
+/// The local side of a tunnel: what it writes, what it reads, and the
+/// tunnel to hand the engine.
+fn local_side() -> (mpsc::Sender<Bytes>, mpsc::Receiver<OutputChunk>, Tunnel) {
+    let (input, input_rx) = mpsc::channel(4);
+    let (output, output_rx) = mpsc::channel(4);
+    let (_, paused) = watch::channel(false);
+    (input, output_rx, Tunnel { input: input_rx, output, paused })
+}
+
+#[tokio::test(start_paused = true)]
+async fn tunnels_take_slots_of_their_own_shared_out_per_sandbox() {
+    let script = Scripted::new(vec![]);
+    let limits = TunnelLimits { max: 3, per_sandbox: 2, idle: Duration::from_secs(600) };
+    // One exec slot in all: a tunnel taking it would block the exec below.
+    let engine = ExecEngine::with_shares(Box::new(Handle(script.clone())), 1, 1).with_tunnel_limits(limits);
+    let wait = Duration::from_secs(30);
+    let open = |name: &'static str| {
+        let (input, output, tunnel) = local_side();
+        let engine = engine.clone();
+        (input, output, tokio::spawn(async move { engine.port_forward(&pod(name), 80, tunnel, wait).await }))
+    };
+    let held = [open("a"), open("a")];
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(*lock(&script.tunnels), 2);
+    // A third to the same sandbox waits for its share, then fails with
+    // nothing opened.
+    let started = Instant::now();
+    let (_input, _output, tunnel) = local_side();
+    let e = engine.port_forward(&pod("a"), 80, tunnel, wait).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Timeout, "{e}");
+    assert!(e.message.contains("maxTunnelsPerSandbox"), "{e}");
+    assert_eq!(started.elapsed(), wait);
+    assert_eq!(*lock(&script.tunnels), 2);
+    // Another sandbox's tunnel opens and carries bytes at once, and the
+    // engine's one exec slot is free.
+    let started = Instant::now();
+    let (input, mut output, b) = open("b");
+    input.send(Bytes::from_static(b"ping")).await.unwrap();
+    assert_eq!(output.recv().await.unwrap().data, Bytes::from_static(b"ping"));
+    let r = engine.exec(&pod("quick"), ExecRequest::new("echo hi", "/")).await.unwrap();
+    assert_eq!(r.stdout, b"hi\n");
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    // The provider's three are taken: a fourth sandbox waits too.
+    let (_input, _output, tunnel) = local_side();
+    assert!(engine.port_forward(&pod("c"), 80, tunnel, wait).await.is_err());
+    // A closed tunnel gives its slot back.
+    b.abort();
+    let _ = b.await;
+    let (input, mut output, _c) = open("c");
+    input.send(Bytes::from_static(b"c")).await.unwrap();
+    assert_eq!(output.recv().await.unwrap().data, Bytes::from_static(b"c"));
+    drop(held);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tunnel_that_moves_no_byte_for_the_idle_timeout_is_closed() {
+    let script = Scripted::new(vec![]);
+    let idle = Duration::from_secs(10);
+    let engine = ExecEngine::with_runtime(Box::new(Handle(script)), 1).with_tunnel_limits(TunnelLimits {
+        max: 1,
+        per_sandbox: 1,
+        idle,
+    });
+    let (input, mut output, tunnel) = local_side();
+    let started = Instant::now();
+    let carried = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.port_forward(&pod("a"), 80, tunnel, idle).await }
+    });
+    // Bytes more often than the timeout keep it open...
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        input.send(Bytes::from_static(b"x")).await.unwrap();
+        assert_eq!(output.recv().await.unwrap().data, Bytes::from_static(b"x"));
+    }
+    // ...then silence closes it, one timeout after the last byte, and its
+    // slot is free again.
+    let e = carried.await.unwrap().unwrap_err();
+    assert_eq!(e.code, ErrorCode::Timeout, "{e}");
+    assert!(e.message.contains("tunnelIdleTimeoutMs"), "{e}");
+    assert_eq!(started.elapsed(), Duration::from_secs(34));
+    let (input, mut output, tunnel) = local_side();
+    let again = tokio::spawn(async move { engine.port_forward(&pod("a"), 80, tunnel, Duration::ZERO).await });
+    input.send(Bytes::from_static(b"y")).await.unwrap();
+    assert_eq!(output.recv().await.unwrap().data, Bytes::from_static(b"y"));
+    again.abort();
 }

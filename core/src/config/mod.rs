@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::args::Limits;
 use crate::error::{Error, Result};
+use crate::exec::TunnelLimits;
 use fields::{kind, Fields};
 pub use kubeconfig::KubeConfigSource;
 pub(crate) use kubeconfig::{ServerConfig, TokenSource};
@@ -73,6 +74,9 @@ pub struct ProviderConfig {
     pub(crate) max_concurrent_execs_per_sandbox: usize,
     /// What one call may ask of a sandbox (`callTimeoutMs`, `limits`).
     pub(crate) limits: Limits,
+    /// Port-forward tunnels (`maxTunnels`, `maxTunnelsPerSandbox`,
+    /// `tunnelIdleTimeoutMs`).
+    pub(crate) tunnels: TunnelLimits,
     /// Commands also travel in the exec URL, for the API server's audit log
     /// (`commandsInAuditLog`; env values never do).
     pub(crate) commands_in_audit_log: bool,
@@ -117,6 +121,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         .map_or(DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX, |n| n as usize)
         .min(max_concurrent_execs);
     let limits = parse_limits(&mut f)?;
+    let tunnels = parse_tunnels(&mut f)?;
     let commands_in_audit_log = f.get::<bool>("commandsInAuditLog")?.unwrap_or(false);
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
@@ -139,6 +144,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         max_concurrent_execs,
         max_concurrent_execs_per_sandbox,
         limits,
+        tunnels,
         commands_in_audit_log,
         mode,
     })
@@ -164,6 +170,19 @@ fn parse_limits(f: &mut Fields<'_>) -> Result<Limits> {
         l.finish()?;
     }
     Ok(limits)
+}
+
+/// `maxTunnels`, `maxTunnelsPerSandbox` (at most `maxTunnels`) and
+/// `tunnelIdleTimeoutMs`.
+fn parse_tunnels(f: &mut Fields<'_>) -> Result<TunnelLimits> {
+    let default = TunnelLimits::default();
+    let max = f.positive_int("maxTunnels", 4096)?.map_or(default.max, |n| n as usize);
+    let per_sandbox =
+        f.positive_int("maxTunnelsPerSandbox", 4096)?.map_or(default.per_sandbox, |n| n as usize).min(max);
+    let idle = f
+        .positive_int("tunnelIdleTimeoutMs", crate::args::MAX_TIMEOUT_MS as u64)?
+        .map_or(default.idle, Duration::from_millis);
+    Ok(TunnelLimits { max, per_sandbox, idle })
 }
 
 /// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a

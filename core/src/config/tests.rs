@@ -45,6 +45,22 @@ fn direct_mode_full() {
 }
 
 #[test]
+fn tunnel_limits() {
+    let c = parse(&json!({ "warmPool": "p" })).unwrap();
+    assert_eq!(c.tunnels, TunnelLimits::default());
+    let c = parse(&json!({ "warmPool": "p", "maxTunnels": 8, "maxTunnelsPerSandbox": 64, "tunnelIdleTimeoutMs": 5 }))
+        .unwrap();
+    let expected = TunnelLimits { max: 8, per_sandbox: 8, idle: Duration::from_millis(5) };
+    assert_eq!(c.tunnels, expected, "a sandbox's share is at most the provider's");
+    for key in ["maxTunnels", "maxTunnelsPerSandbox", "tunnelIdleTimeoutMs"] {
+        for bad in [json!(0), json!(1.5), json!(1e300), json!("8")] {
+            let m = err(json!({ "warmPool": "p", key: bad }));
+            assert!(m.contains(&format!("option `{key}`")), "{m}");
+        }
+    }
+}
+
+#[test]
 fn security_profile() {
     let profile = |p: &str| {
         let c = parse(&json!({ "suspend": "none", "sandbox": { "image": "i", "securityProfile": p } })).unwrap();

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -61,10 +61,35 @@ const SWEPT_REMEMBERED: usize = 4096;
 /// connection per connect in flight; the sweeps beyond this wait their turn.
 const MAX_SWEEPS: usize = 16;
 
+/// Caps of the port-forward tunnels of one engine (see
+/// [`ExecEngine::port_forward`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelLimits {
+    /// Tunnels open at once (`maxTunnels`).
+    pub max: usize,
+    /// Of them, to one sandbox (`maxTunnelsPerSandbox`).
+    pub per_sandbox: usize,
+    /// A tunnel that moves no byte either way this long is closed
+    /// (`tunnelIdleTimeoutMs`).
+    pub idle: Duration,
+}
+
+impl Default for TunnelLimits {
+    /// 256 tunnels, 32 to one sandbox (a page's assets through a `forward`
+    /// in parallel), closed after 10 idle minutes.
+    fn default() -> Self {
+        TunnelLimits { max: 256, per_sandbox: 32, idle: Duration::from_secs(600) }
+    }
+}
+
 /// Runs commands in pods. Cheap to clone; one per provider.
 #[derive(Clone)]
 pub struct ExecEngine {
     inner: Arc<Inner>,
+    /// Port-forward tunnels: slots of their own (each one is an API server
+    /// connection for as long as it is open, as a command's exec is, but
+    /// must not take the slots of commands), and the idle timeout.
+    tunnels: Arc<Tunnels>,
     /// Commands also go into the exec request's URL (see
     /// [`ExecEngine::with_commands_in_audit_log`]).
     audit: bool,
@@ -82,6 +107,17 @@ struct Inner {
     /// Pods (`namespace/name`) this engine swept or saw new (see
     /// [`ExecEngine::sweep_on_connect`]).
     swept: Mutex<HashMap<String, Swept>>,
+}
+
+struct Tunnels {
+    permits: Permits,
+    idle: Duration,
+}
+
+impl Tunnels {
+    fn new(limits: TunnelLimits) -> Arc<Self> {
+        Arc::new(Tunnels { permits: Permits::new(limits.max, limits.per_sandbox), idle: limits.idle })
+    }
 }
 
 /// A pod as this engine last swept it or saw it new.
@@ -220,8 +256,15 @@ impl ExecEngine {
                 runs: Runs::new(),
                 swept: Mutex::default(),
             }),
+            tunnels: Tunnels::new(TunnelLimits::default()),
             audit: false,
         }
+    }
+
+    /// The caps of port-forward tunnels (default: [`TunnelLimits::default`]).
+    pub fn with_tunnel_limits(mut self, limits: TunnelLimits) -> Self {
+        self.tunnels = Tunnels::new(limits);
+        self
     }
 
     /// Also puts each command's text (never env values) into the exec
@@ -479,9 +522,62 @@ impl ExecEngine {
     }
 
     /// Carries one TCP connection to `port` of `target` (see
-    /// [`Runtime::port_forward`]). Not a command: it takes no exec slot.
-    pub async fn port_forward(&self, target: &ExecTarget, port: u16, tunnel: Tunnel) -> Result<()> {
-        self.inner.runtime.port_forward(target, port, tunnel).await
+    /// [`Runtime::port_forward`]) in a tunnel slot: not a command's (a
+    /// tunnel storm leaves commands their slots), but shared out per
+    /// sandbox the same way (see the `permits` module). Waits up to `wait`
+    /// for one, else fails `timeout`. A tunnel that moves no byte either way
+    /// for the idle timeout (a paused reader included) fails `timeout`.
+    pub async fn port_forward(&self, target: &ExecTarget, port: u16, tunnel: Tunnel, wait: Duration) -> Result<()> {
+        let tunnels = &self.tunnels;
+        let Ok(_slot) = tokio::time::timeout(wait, tunnels.permits.acquire(target)).await else {
+            return Err(Error::new(
+                ErrorCode::Timeout,
+                format!(
+                    "no tunnel to port {port} could open within {} ms (callTimeoutMs): the sandbox's other tunnels \
+                     hold its maxTunnelsPerSandbox, or the provider's hold maxTunnels",
+                    wait.as_millis()
+                ),
+            ));
+        };
+        // The runtime's ends of the tunnel go through relays that note
+        // every byte moved, which the idle timer waits for.
+        let Tunnel { mut input, output, paused } = tunnel;
+        let (to_port, input_rx) = mpsc::channel(1);
+        let (output_tx, mut from_port) = mpsc::channel(1);
+        let moved = &Notify::new();
+        let carried =
+            self.inner.runtime.port_forward(target, port, Tunnel { input: input_rx, output: output_tx, paused });
+        let outbound = async move {
+            while let Some(data) = input.recv().await {
+                moved.notify_one();
+                if to_port.send(data).await.is_err() {
+                    break;
+                }
+            }
+        };
+        // Ends once the runtime's side ended, or when nobody reads: dropping
+        // `from_port` then ends the runtime's run too.
+        let inbound = async move {
+            while let Some(chunk) = from_port.recv().await {
+                moved.notify_one();
+                if output.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let idle = async { while tokio::time::timeout(tunnels.idle, moved.notified()).await.is_ok() {} };
+        tokio::select! {
+            (ended, ()) = futures::future::join(carried, inbound) => ended,
+            // The local side's end is no end of the connection (no half-close).
+            () = outbound.then(|()| std::future::pending()) => unreachable!("the outbound relay never completes"),
+            () = idle => Err(Error::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the tunnel to port {port} moved no byte for {} ms (tunnelIdleTimeoutMs) and was closed",
+                    tunnels.idle.as_millis()
+                ),
+            )),
+        }
     }
 
     /// Kills every process tree recorded in the pod that is not a live

@@ -8,9 +8,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use bytes::Bytes;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{quoted, Error, ErrorCode, Result};
 use crate::exec::wrapper::script_argv;
-use crate::exec::{script_status, Call, ExecEngine, ExecTarget, Program, RunOptions, ScriptOutput};
+use crate::exec::{Call, ExecEngine, ExecTarget, Program, RunOptions, ScriptOutput};
 
 /// Prints `/proc/net/tcp` then `/proc/net/tcp6` (when IPv6 is on).
 const LISTENING: &str = in_pod_script!("ports/sh/listening.sh");
@@ -18,6 +18,10 @@ const LISTENING: &str = in_pod_script!("ports/sh/listening.sh");
 /// Most bytes of socket tables read: 150 bytes a socket, so about 100 000
 /// sockets. A sandbox that opens more gets `too_large`, not host memory.
 const MAX_TABLE_BYTES: usize = 16 * 1024 * 1024;
+/// Most listening sockets (distinct port and address) listed. A forged
+/// table of minimal rows would otherwise give 750 000 of them from 16 MiB,
+/// each an object on the JS thread every actor shares.
+pub(crate) const MAX_LISTENING: usize = 4096;
 
 /// A TCP port a sandbox listens on.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,16 +96,25 @@ pub(crate) async fn listening_ports(
     });
     let program = Program::Argv(script_argv(LISTENING, []));
     let exit = engine.run(target, program, RunOptions::call(call, None), &mut sink).await?;
-    script_status(exit, "reading /proc/net/tcp", sink.into_stderr())?;
-    Ok(parse_tables(&String::from_utf8_lossy(&table)))
+    // Whoever controls the sandbox's `cat` writes this stderr: quoted
+    // escaped, never raw.
+    match exit.status("reading /proc/net/tcp")? {
+        0 => parse_tables(&table),
+        code => Err(Error::internal(format!(
+            "reading /proc/net/tcp failed (exit {code}): {}",
+            quoted(String::from_utf8_lossy(&sink.into_stderr().into_inner()).trim())
+        ))),
+    }
 }
 
-/// The LISTEN rows (state `0A`) of `/proc/net/tcp` and `tcp6` text; rows
-/// that do not parse are skipped (the header, and anything forged).
-fn parse_tables(text: &str) -> Vec<ListeningPort> {
+/// The LISTEN rows (state `0A`) of `/proc/net/tcp` and `tcp6` text, one
+/// entry per port and address; rows that do not parse are skipped (the
+/// header, and anything forged). More than [`MAX_LISTENING`] entries are
+/// `too_large`.
+fn parse_tables(table: &[u8]) -> Result<Vec<ListeningPort>> {
     let mut found = BTreeSet::new();
-    for line in text.lines() {
-        let mut fields = line.split_whitespace();
+    for line in table.split(|b| *b == b'\n') {
+        let mut fields = std::str::from_utf8(line).unwrap_or_default().split_whitespace();
         let (Some(_slot), Some(local), Some(_remote), Some("0A")) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
@@ -109,9 +122,15 @@ fn parse_tables(text: &str) -> Vec<ListeningPort> {
         };
         if let Some(port) = parse_local(local) {
             found.insert(port);
+            if found.len() > MAX_LISTENING {
+                return Err(Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the sandbox has more than {MAX_LISTENING} listening TCP sockets; none are listed"),
+                ));
+            }
         }
     }
-    found.into_iter().collect()
+    Ok(found.into_iter().collect())
 }
 
 /// `ADDR:PORT` in the kernel's hex: the address as 32-bit words printed as
@@ -167,8 +186,11 @@ mod tests {
             0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 0\n\
             1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 0\n\
             2: 0000000000000000FFFF00000100007F:0BB9 00000000000000000000000000000000:0000 0A 0\n";
-        let got: Vec<_> =
-            parse_tables(text).into_iter().map(|p| (p.port, p.address, p.family, p.loopback_only)).collect();
+        let got: Vec<_> = parse_tables(text.as_bytes())
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.port, p.address, p.family, p.loopback_only))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -179,6 +201,19 @@ mod tests {
                 (8080, "127.0.0.1".to_owned(), "IPv4", true),
             ]
         );
+    }
+
+    #[test]
+    fn a_forged_table_is_bounded_and_its_bad_rows_skipped() {
+        let row = |i: usize| format!("{i}: 0100007F:{:04X} 00000000:0000 0A 0\n", i + 1);
+        // Duplicates count once; rows that are not text are skipped.
+        let mut table: Vec<u8> = (0..MAX_LISTENING).flat_map(|i| [row(i), row(i)]).collect::<String>().into();
+        table.extend_from_slice(b"9: \xff\x00:0050 00000000:0000 0A\n\0\0\0\n");
+        assert_eq!(parse_tables(&table).unwrap().len(), MAX_LISTENING);
+        table.extend_from_slice(row(MAX_LISTENING).as_bytes());
+        let e = parse_tables(&table).unwrap_err();
+        assert_eq!(e.code, ErrorCode::TooLarge);
+        assert!(e.message.contains("4096"), "{e}");
     }
 
     #[test]
