@@ -1,36 +1,57 @@
 // The user-facing examples are what the tests run: the README's RBAC table is
-// examples/manifests/rbac.yaml, the local cluster runs on the example
-// manifests, and examples/durable-actor.mjs (a durable actor's life as Rivet's
-// runtime drives a provider) runs to its end against the local cluster.
+// examples/manifests/rbac/, the local cluster runs on the example manifests,
+// and examples/durable-actor.mjs (a durable actor's life as Rivet's runtime
+// drives a provider) runs to its end against the local cluster.
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { parseAllDocuments } from "yaml";
 import { kubectl, skip } from "./cluster.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const read = (path) => readFileSync(`${root}${path}`, "utf8");
+const objects = (path) => parseAllDocuments(read(path)).map((d) => d.toJSON());
 
 /** `[group, resources, verbs]` of each rule, sorted, as strings. */
 const normal = (rules) => rules.map((r) => r.map((list) => [...list].sort().join(",")).join(" | ")).sort();
 
-test("the README's RBAC table is the Role in examples/manifests/rbac.yaml", () => {
-  const yaml = read("examples/manifests/rbac.yaml");
-  const list = (s) => [...s.matchAll(/"([^"]*)"/g)].map((m) => m[1]);
-  const fromYaml = [...yaml.matchAll(/- apiGroups: \[([^\]]*)\]\n\s+resources: \[([^\]]*)\]\n\s+verbs: \[([^\]]*)\]/g)].map(
-    ([, g, r, v]) => [list(g), list(r), list(v)],
-  );
+/** The README table's "Role" column values that each file of rbac/ holds. */
+const ROLES = { "warm-pool.yaml": ["warm pool", "both"], "direct.yaml": ["direct", "both"], "ports.yaml": ["ports"] };
+
+test("the README's RBAC table is the Roles in examples/manifests/rbac/", () => {
   const section = /### RBAC\n([\s\S]*?)\n\n[A-Z]/.exec(read("README.md"))[1];
   const ticks = (s) => [...s.matchAll(/`([^`]*)`/g)].map((m) => (m[1] === '""' ? "" : m[1]));
-  const fromReadme = [...section.matchAll(/^\| (`[^|]*`) \| ([^|]*) \| ([^|]*) \|/gm)].map(([, g, r, v]) => [
-    ticks(g),
-    ticks(r),
-    v.split(",").map((s) => s.trim()),
-  ]);
-  assert.ok(fromYaml.length >= 5, `found ${fromYaml.length} rules in rbac.yaml`);
-  assert.deepEqual(normal(fromReadme), normal(fromYaml));
+  const rows = [...section.matchAll(/^\| (`[^|]*`) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|/gm)].map(([, g, r, v, role]) => ({
+    rule: [ticks(g), ticks(r), v.split(",").map((s) => s.trim())],
+    role: role.trim(),
+  }));
+  assert.deepEqual([...new Set(rows.map((r) => r.role))].sort(), [...new Set(Object.values(ROLES).flat())].sort());
+  for (const [file, roles] of Object.entries(ROLES)) {
+    const [role] = objects(`examples/manifests/rbac/${file}`).filter((o) => o.kind === "Role");
+    const fromYaml = role.rules.map((r) => [r.apiGroups, r.resources, r.verbs]);
+    const fromReadme = rows.filter((r) => roles.includes(r.role)).map((r) => r.rule);
+    assert.deepEqual(normal(fromReadme), normal(fromYaml), file);
+  }
+});
+
+test("every RoleBinding of rbac/ binds its Role to the provider's ServiceAccount, in the provider's namespace", () => {
+  const [ns, sa, ...more] = objects("examples/manifests/rbac/service-account.yaml");
+  assert.deepEqual([ns.kind, sa.kind, more], ["Namespace", "ServiceAccount", []]);
+  assert.equal(sa.metadata.namespace, ns.metadata.name);
+  assert.ok(!ns.metadata.labels, "not a sandbox namespace: no admission policy or Pod Security level of the sandboxes");
+  for (const file of Object.keys(ROLES)) {
+    const docs = objects(`examples/manifests/rbac/${file}`);
+    const [role] = docs.filter((o) => o.kind === "Role");
+    const bindings = docs.filter((o) => o.kind === "RoleBinding");
+    assert.equal(bindings.length, 1, file);
+    assert.deepEqual(bindings[0].roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role.metadata.name }, file);
+    assert.deepEqual(bindings[0].subjects, [{ kind: "ServiceAccount", name: sa.metadata.name, namespace: sa.metadata.namespace }], file);
+    // Applied with `-n <sandbox namespace>`: no object names another.
+    for (const o of docs) assert.equal(o.metadata.namespace, undefined, `${file}: ${o.kind}`);
+  }
 });
 
 describe("the examples against the local cluster", { skip, timeout: 300_000 }, () => {

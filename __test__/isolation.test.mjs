@@ -146,7 +146,7 @@ describe("the shipped manifests", () => {
     }
   });
 
-  test("the namespace enforces Pod Security restricted, and the admission policy is bound to it", () => {
+  test("the namespace enforces Pod Security restricted, and the admission policy is bound to it with its parameters", () => {
     const [ns] = ofKind("Namespace").map((s) => s.object);
     for (const mode of ["enforce", "warn", "audit"]) assert.equal(ns.metadata.labels[`pod-security.kubernetes.io/${mode}`], "restricted", mode);
     const [policy] = ofKind("ValidatingAdmissionPolicy").map((s) => s.object);
@@ -155,8 +155,13 @@ describe("the shipped manifests", () => {
     assert.equal(binding.spec.policyName, policy.metadata.name);
     assert.deepEqual(binding.spec.validationActions, ["Deny"]);
     assert.ok(selects(binding.spec.matchResources.namespaceSelector, ns.metadata.labels), "the binding selects the namespace");
-    // The pod template rule names the ServiceAccount of rbac.yaml.
-    const [sa] = ofKind("ServiceAccount").map((s) => s.object);
+    // Without its parameters the binding refuses everything, never lets it through.
+    const [params] = ofKind("ConfigMap").map((s) => s.object);
+    assert.deepEqual(binding.spec.paramRef, { name: params.metadata.name, parameterNotFoundAction: "Deny" });
+    assert.deepEqual(policy.spec.paramKind, { apiVersion: "v1", kind: "ConfigMap" });
+    assert.deepEqual(Object.values(params.data), ["", "", ""], "no RuntimeClass, toleration or PriorityClass allowed by default");
+    // The pod template rule names the provider's ServiceAccount.
+    const [sa] = parseAllDocuments(readFileSync(`${manifests}rbac/service-account.yaml`, "utf8")).map((d) => d.toJSON()).filter((o) => o.kind === "ServiceAccount");
     assert.ok(policy.spec.validations.some((v) => v.expression.includes(`':${sa.metadata.name}'`)), sa.metadata.name);
     assert.ok(ofKind("LimitRange").length === 1 && ofKind("ResourceQuota").length === 1);
   });
@@ -189,14 +194,34 @@ function refusal(fn) {
   }
 }
 
+/** Why the API server refused to create `json` as `who` ("" when it would have). */
+const dryRun = (who, json) => refusal(() => who(["create", "--dry-run=server", "-f", "-"], json));
+
 /** A pod spec Pod Security "restricted" and the admission policy admit. */
 const goodPod = () => ({
   automountServiceAccountToken: false,
   securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: "RuntimeDefault" } },
   containers: [{ name: "sandbox", image: IMAGE, securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } } }],
 });
-const sandboxJson = (name, spec) =>
-  JSON.stringify({ apiVersion: "agents.x-k8s.io/v1beta1", kind: "Sandbox", metadata: { name }, spec: { podTemplate: { spec } } });
+const sandboxJson = (name, spec, volumeClaimTemplates) =>
+  JSON.stringify({ apiVersion: "agents.x-k8s.io/v1beta1", kind: "Sandbox", metadata: { name }, spec: { podTemplate: { spec }, volumeClaimTemplates } });
+const templateJson = (name, spec, volumeClaimTemplates) =>
+  JSON.stringify({
+    apiVersion: "extensions.agents.x-k8s.io/v1beta1",
+    kind: "SandboxTemplate",
+    metadata: { name },
+    spec: { podTemplate: { spec }, volumeClaimTemplates },
+  });
+const podJson = (name, spec) => JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name }, spec });
+
+/** Resolves once `condition()` holds (the API server's informers catching up with a change). */
+async function until(condition) {
+  for (let i = 0; i < 200; i++) {
+    if (condition()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`never held: ${condition}`);
+}
 
 /** `Key: value` lines of the command's /proc/self/status, for the keys asked. */
 async function status(sandbox, ...keys) {
@@ -275,26 +300,171 @@ describe("isolation on the local cluster", { skip, timeout: 600_000 }, () => {
     for (const [why, change] of Object.entries(escapes)) {
       const s = goodPod();
       change(s);
-      const err = refusal(() => asProvider(["create", "--dry-run=server", "-f", "-"], sandboxJson("escape", s)));
+      const err = dryRun(asProvider, sandboxJson("escape", s));
       assert.match(err, /ValidatingAdmissionPolicy 'agent-sandboxes'/, why);
       assert.ok(err.includes(why), `${why}: ${err}`);
     }
-    assert.equal(refusal(() => asProvider(["create", "--dry-run=server", "-f", "-"], sandboxJson("fine", goodPod()))), "");
+    assert.equal(dryRun(asProvider, sandboxJson("fine", goodPod())), "");
   });
 
   test("templates and pods are held to the same rules, also for the cluster admin; pods to Pod Security restricted", () => {
     const spec = goodPod();
     spec.containers[0].securityContext.privileged = true;
-    const template = { apiVersion: "extensions.agents.x-k8s.io/v1beta1", kind: "SandboxTemplate", metadata: { name: "escape" }, spec: { podTemplate: { spec } } };
-    assert.match(refusal(() => asAdmin(["create", "--dry-run=server", "-f", "-"], JSON.stringify(template))), /privileged containers are not allowed/);
-    const pod = (s) => JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "escape" }, spec: s });
+    assert.match(dryRun(asAdmin, templateJson("escape", spec)), /privileged containers are not allowed/);
+    const pod = (s) => podJson("escape", s);
     const root = goodPod();
     delete root.securityContext;
-    assert.match(refusal(() => asAdmin(["create", "--dry-run=server", "-f", "-"], pod(root))), /violates PodSecurity "restricted:latest"/);
+    assert.match(dryRun(asAdmin, pod(root)), /violates PodSecurity "restricted:latest"/);
     const hostPath = goodPod();
     hostPath.volumes = [{ name: "host", hostPath: { path: "/" } }];
-    assert.match(refusal(() => asAdmin(["create", "--dry-run=server", "-f", "-"], pod(hostPath))), /hostPath/);
-    assert.equal(refusal(() => asAdmin(["create", "--dry-run=server", "-f", "-"], pod(goodPod()))), "");
+    assert.match(dryRun(asAdmin, pod(hostPath)), /hostPath/);
+    assert.equal(dryRun(asAdmin, pod(goodPod())), "");
+  });
+
+  test("the policy refuses every Secret-, node- and ServiceAccount-reaching spec: Sandboxes as the provider, templates as the admin", () => {
+    // A Secret of the namespace that none of these may reach.
+    asAdmin(["apply", "-f", "-"], asAdmin(["create", "secret", "generic", "canary", "--from-literal=k=v", "--dry-run=client", "-o", "json"]));
+    const secretRef = { secretKeyRef: { name: "canary", key: "k" } };
+    try {
+      const escapes = {
+        "secret volume": [/volumes may only be/, (s) => (s.volumes = [{ name: "s", secret: { secretName: "canary" } }])],
+        "secret beside an allowed type": [/volumes may only be/, (s) => (s.volumes = [{ name: "s", emptyDir: {}, secret: { secretName: "canary" } }])],
+        "projected secret": [/projected volumes may only hold/, (s) => (s.volumes = [{ name: "p", projected: { sources: [{ secret: { name: "canary" } }] } }])],
+        "configMap other than kube-root-ca.crt": [/projected volumes may only hold/, (s) => (s.volumes = [{ name: "c", configMap: { name: "agent-sandboxes-policy" } }])],
+        "csi volume": [/volumes may only be/, (s) => (s.volumes = [{ name: "c", csi: { driver: "x" } }])],
+        "another sandbox's claim": [/must be the sandbox's own/, (s) => (s.volumes = [{ name: "w", persistentVolumeClaim: { claimName: "workspace-sbx-other" } }])],
+        "secretKeyRef env": [/may not read Secrets/, (s) => (s.containers[0].env = [{ name: "X", valueFrom: secretRef }])],
+        "envFrom secretRef": [/may not read Secrets/, (s) => (s.containers[0].envFrom = [{ secretRef: { name: "canary" } }])],
+        "secretKeyRef in an init container": [/may not read Secrets/, (s) => (s.initContainers = [{ ...s.containers[0], name: "i", env: [{ name: "X", valueFrom: secretRef }] }])],
+        "secretKeyRef in an ephemeral container": [
+          /may not read Secrets/,
+          (s) => (s.ephemeralContainers = [{ name: "e", image: IMAGE, env: [{ name: "X", valueFrom: secretRef }] }]),
+        ],
+        "configMapKeyRef env": [/nor ConfigMaps/, (s) => (s.containers[0].env = [{ name: "X", valueFrom: { configMapKeyRef: { name: "agent-sandboxes-policy", key: "k" } } }])],
+        imagePullSecrets: [/imagePullSecrets are not allowed/, (s) => (s.imagePullSecrets = [{ name: "canary" }])],
+        nodeName: [/nodeName is not allowed/, (s) => (s.nodeName = "kwok-node-0")],
+        "tolerate everything": [/tolerations are not allowed/, (s) => (s.tolerations = [{ operator: "Exists" }])],
+        "tolerate the control plane": [/tolerations are not allowed/, (s) => (s.tolerations = [{ key: "node-role.kubernetes.io/control-plane", operator: "Exists" }])],
+        priorityClassName: [/priorityClassName must be absent/, (s) => (s.priorityClassName = "system-node-critical")],
+        serviceAccountName: [/ServiceAccount default/, (s) => (s.serviceAccountName = "sandbox-client")],
+        "serviceAccount (deprecated)": [/ServiceAccount default/, (s) => (s.serviceAccount = "sandbox-client")],
+      };
+      const policy = /ValidatingAdmissionPolicy 'agent-sandboxes'/;
+      for (const [what, [why, change]] of Object.entries(escapes)) {
+        const spec = goodPod();
+        change(spec);
+        const sandbox = dryRun(asProvider, sandboxJson("escape", spec));
+        assert.match(sandbox, policy, `Sandbox with ${what}`);
+        assert.match(sandbox, why, `Sandbox with ${what}`);
+        const template = dryRun(asAdmin, templateJson("escape", spec));
+        assert.match(template, policy, `template with ${what}`);
+        assert.match(template, why, `template with ${what}`);
+      }
+      // Pods too (Pod Security restricted allows secret and CSI volumes and Secret env).
+      for (const what of ["secret volume", "secretKeyRef env", "csi volume", "imagePullSecrets", "another sandbox's claim"]) {
+        const spec = goodPod();
+        escapes[what][1](spec);
+        assert.match(dryRun(asAdmin, podJson("escape", spec)), escapes[what][0], `pod with ${what}`);
+      }
+    } finally {
+      asAdmin(["delete", "secret", "canary", "--ignore-not-found"]);
+    }
+  });
+
+  test("the policy admits what sandboxes need: emptyDir, ephemeral, downwardAPI, kube-root-ca.crt, their own claims", () => {
+    const spec = goodPod();
+    spec.serviceAccountName = "default";
+    spec.volumes = [
+      { name: "scratch", emptyDir: {} },
+      { name: "info", downwardAPI: { items: [{ path: "name", fieldRef: { fieldPath: "metadata.name" } }] } },
+      { name: "ca", configMap: { name: "kube-root-ca.crt" } },
+      { name: "both", projected: { sources: [{ configMap: { name: "kube-root-ca.crt" } }, { downwardAPI: { items: [{ path: "n", fieldRef: { fieldPath: "metadata.name" } }] } }] } },
+      { name: "eph", ephemeral: { volumeClaimTemplate: { spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } } } },
+      { name: "workspace", persistentVolumeClaim: { claimName: "workspace-fine" } },
+    ];
+    spec.containers[0].env = [{ name: "CA", valueFrom: { configMapKeyRef: { name: "kube-root-ca.crt", key: "ca.crt" } } }];
+    const claims = [{ metadata: { name: "workspace" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } }];
+    assert.equal(dryRun(asProvider, sandboxJson("fine", spec, claims)), "");
+    assert.equal(dryRun(asAdmin, templateJson("fine", spec, claims)), "");
+    // A pod's claim is `<volume>-<pod>`, as the controller names the Sandbox's.
+    assert.equal(dryRun(asAdmin, podJson("fine", spec)), "");
+    // Without the claim template, the volume is not the Sandbox's own.
+    assert.match(dryRun(asProvider, sandboxJson("fine", spec)), /must be the sandbox's own/);
+  });
+
+  test("under Pod Security baseline, the policy itself refuses network and node volumes", async () => {
+    const volumes = {
+      nfs: { server: "10.0.0.1", path: "/" },
+      iscsi: { targetPortal: "10.0.0.1:3260", iqn: "iqn.2001-04.com.example:x", lun: 0 },
+      gitRepo: { repository: "https://example.com/x.git" },
+      flexVolume: { driver: "x/y" },
+      rbd: { monitors: ["10.0.0.1:6789"], image: "x" },
+      cephfs: { monitors: ["10.0.0.1:6789"] },
+      glusterfs: { endpoints: "x", path: "/" },
+      fc: { wwids: ["x"] },
+      cinder: { volumeID: "x" },
+    };
+    const root = goodPod();
+    delete root.securityContext;
+    const label = "pod-security.kubernetes.io/enforce";
+    asAdmin(["label", "--overwrite", "namespace", namespace, `${label}=baseline`]);
+    try {
+      // Pod Security now admits a root pod: what is refused below, the policy refuses.
+      await until(() => dryRun(asAdmin, podJson("root", root)) === "");
+      for (const [type, source] of Object.entries(volumes)) {
+        const spec = goodPod();
+        spec.volumes = [{ name: "v", [type]: source }];
+        for (const [who, json] of [[asAdmin, podJson], [asProvider, sandboxJson], [asAdmin, templateJson]]) {
+          const err = dryRun(who, json("escape", spec));
+          assert.match(err, /ValidatingAdmissionPolicy 'agent-sandboxes'.*volumes may only be/, `${type}: ${err}`);
+        }
+      }
+    } finally {
+      asAdmin(["label", "--overwrite", "namespace", namespace, `${label}=restricted`]);
+    }
+  });
+
+  test("the policy's parameters: required RuntimeClasses, allowed toleration keys and PriorityClasses", async () => {
+    const PARAMS = "agent-sandboxes-policy";
+    const set = (data) => asAdmin(["patch", "configmap", PARAMS, "--type=merge", "-p", JSON.stringify({ data })]);
+    const sandbox = (change) => {
+      const spec = goodPod();
+      change(spec);
+      return dryRun(asProvider, sandboxJson("params", spec));
+    };
+    const none = () => {};
+    set({ runtimeClassNames: "gvisor, kata", tolerationKeys: "sandboxes", priorityClassNames: "sandbox-low" });
+    try {
+      // The API server reads the parameters from its informer: wait for the change.
+      await until(() => sandbox(none) !== "");
+      assert.match(sandbox(none), /runtimeClassName must be one of \[gvisor, kata\]/);
+      assert.match(sandbox((s) => (s.runtimeClassName = "runc")), /runtimeClassName must be one of/);
+      const pod = goodPod();
+      assert.match(dryRun(asAdmin, podJson("params", pod)), /runtimeClassName must be one of/);
+      const allowed = (s) => {
+        s.runtimeClassName = "kata";
+        s.tolerations = [{ key: "sandboxes", operator: "Exists", effect: "NoSchedule" }];
+        s.priorityClassName = "sandbox-low";
+      };
+      assert.equal(sandbox(allowed), "");
+      assert.match(sandbox((s) => (allowed(s), s.tolerations.push({ operator: "Exists" }))), /tolerations are not allowed, except of the keys \[sandboxes\]/);
+      assert.match(sandbox((s) => (allowed(s), (s.priorityClassName = "system-node-critical"))), /one of \[sandbox-low\]/);
+    } finally {
+      set({ runtimeClassNames: "", tolerationKeys: "", priorityClassNames: "" });
+      await until(() => sandbox(none) === "");
+    }
+  });
+
+  test("a labelled namespace without the policy's parameters admits nothing", () => {
+    const ns = `agents-noparams-${process.pid}`;
+    asAdmin(["create", "namespace", ns]);
+    try {
+      asAdmin(["label", "namespace", ns, "agent-sandbox-provider/sandbox-namespace=true"]);
+      const err = refusal(() => asAdmin(["-n", ns, "create", "--dry-run=server", "-f", "-"], sandboxJson("fine", goodPod())));
+      assert.match(err, /ValidatingAdmissionPolicy 'agent-sandboxes'.*no params found/);
+    } finally {
+      asAdmin(["delete", "namespace", ns, "--wait=false"]);
+    }
   });
 
   test("the provider's ServiceAccount may suspend a Sandbox but not change its pod template", async () => {

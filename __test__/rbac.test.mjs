@@ -1,9 +1,11 @@
-// With each verb of the documented Role removed in turn (the test
-// ServiceAccount's Role, edited with the admin kubeconfig), every call either
-// works or rejects with `forbidden` and leaves its sandbox as it was: no
-// resume, suspend, delete or claim happens that the caller is told failed.
-// Which calls need which verb is the README's RBAC table; the expected
-// failures below are that table.
+// Each mode's Role (examples/manifests/rbac/) is all a provider in that mode
+// needs, and the warm-pool one cannot create Sandboxes: run as the cluster's
+// per-mode ServiceAccounts, which hold that Role alone. Then, with each verb
+// of the warm-pool Role removed in turn (edited with the admin kubeconfig),
+// every call either works or rejects with `forbidden` and leaves its sandbox
+// as it was: no resume, suspend, delete or claim happens that the caller is
+// told failed. Which calls need which verb is the README's RBAC table; the
+// expected failures below are that table.
 
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -26,7 +28,6 @@ const EXPECTED = [
   [C, "watch", ["create", "connect", "destroy"]],
   [C, "patch", []],
   [C, "delete", ["create", "destroy"]],
-  [S, "create", []],
   [S, "get", ["create", "suspend", "connect", "destroy"]],
   [S, "list", ["create", "suspend", "connect", "destroy"]],
   [S, "watch", ["create", "suspend", "connect", "destroy"]],
@@ -43,8 +44,32 @@ const EXPECTED = [
   ["pods/exec", "create", ["connect"]],
 ];
 
-const ROLE = "sandbox-client";
-const AS = `system:serviceaccount:${namespace}:sandbox-client`;
+const ROLE = "sandbox-client-warm-pool";
+/** The local cluster's per-mode identities (dev/cluster/cluster.sh), each holding its mode's Role alone. */
+const KUBECONFIG = { "warm-pool": process.env.SANDBOX_TEST_WARM_POOL_KUBECONFIG, direct: process.env.SANDBOX_TEST_DIRECT_KUBECONFIG };
+const IMAGE = "local/sandbox:latest";
+
+/** kubectl as `mode`'s ServiceAccount, `input` on stdin. */
+const kubectlAs = (mode, args, input) =>
+  execFileSync(process.env.SANDBOX_TEST_KUBECTL ?? "kubectl", ["--kubeconfig", KUBECONFIG[mode], ...args], { encoding: "utf8", input });
+
+/** The rules a SelfSubjectRulesReview gives `mode`'s ServiceAccount in the namespace. */
+function rulesOf(mode) {
+  const review = { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectRulesReview", spec: { namespace } };
+  const { status } = JSON.parse(kubectlAs(mode, ["create", "--raw", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", "-f", "-"], JSON.stringify(review)));
+  assert.equal(status.incomplete, false);
+  return status.resourceRules;
+}
+
+/** Whether `rules` grant `verb` on `resource` (`plural.group`), wildcards included. */
+function grants(rules, resource, verb) {
+  const [plural, ...group] = resource.split(".");
+  const any = (list, want) => (list ?? []).some((x) => x === "*" || x === want);
+  return rules.some((r) => any(r.verbs, verb) && any(r.apiGroups, group.join(".")) && any(r.resources, plural));
+}
+
+/** The username of `mode`'s ServiceAccount. */
+const username = (mode) => JSON.parse(kubectlAs(mode, ["auth", "whoami", "-o", "json"])).status.userInfo.username;
 
 /** The Role's rules as the cluster has them (restored after the test). */
 function readRole() {
@@ -77,10 +102,10 @@ function without(rules, resource, verb) {
   }).filter((r) => r.verbs.length > 0);
 }
 
-/** Waits until the authorizer says `allowed` for the ServiceAccount. */
+/** Waits until the authorizer says `allowed` for the warm-pool ServiceAccount. */
 async function untilAuthorized(resource, verb, allowed) {
   const [plural, sub] = resource.split("/");
-  const args = ["auth", "can-i", verb, plural, `--as=${AS}`, ...(sub ? [`--subresource=${sub}`] : [])];
+  const args = ["auth", "can-i", verb, plural, `--as=${username("warm-pool")}`, ...(sub ? [`--subresource=${sub}`] : [])];
   for (let i = 0; i < 200; i++) {
     let yes;
     try {
@@ -105,9 +130,40 @@ function stateOf(id) {
   return `${sb?.spec?.operatingMode ?? "none"}${getObject("pods", name) ? "+pod" : ""}`;
 }
 
-describe("with each verb of the Role removed, a call works or changes nothing", { skip, timeout: 900_000 }, () => {
+describe("each mode's Role, alone, is what that mode needs", { skip, timeout: 300_000 }, () => {
+  const modes = {
+    // The warm-pool Role may patch and delete its claimed Sandboxes, never create one.
+    "warm-pool": { options: { warmPool: POOL }, creates: C, lacks: [[S, ["create"]]] },
+    direct: { options: { sandbox: { image: IMAGE, volume: { size: "1Gi" } } }, creates: S, lacks: [[C, ["create", "get", "patch", "delete"]]] },
+  };
+  for (const [mode, { options, creates, lacks }] of Object.entries(modes)) {
+    test(`${mode}: create on ${creates}, not on the other mode's kind; create, connect, exec, suspend, resume, destroy work`, async () => {
+      const rules = rulesOf(mode);
+      assert.ok(grants(rules, creates, "create"), JSON.stringify(rules));
+      for (const [resource, verbs] of lacks) {
+        for (const verb of verbs) assert.ok(!grants(rules, resource, verb), `${verb} ${resource}: ${JSON.stringify(rules)}`);
+      }
+      // Nothing else of the namespace: no Secrets, no pods to create.
+      assert.ok(!grants(rules, "secrets", "get") && !grants(rules, "pods", "create") && !grants(rules, "configmaps", "get"));
+      const p = agentSandboxProvider({ namespace, readyTimeoutMs: 120_000, kubeConfig: KUBECONFIG[mode], ...options });
+      const ctx = { actorId: actorId(`rbac-${mode}`), client: () => undefined };
+      const id = await p.create(ctx);
+      try {
+        assert.equal((await (await p.connect(ctx, id)).exec("echo ok")).stdout, "ok\n");
+        await p.suspend(ctx, id);
+        assert.equal((await (await p.connect(ctx, id)).exec("echo again")).stdout, "again\n");
+      } finally {
+        await p.destroy(ctx, id);
+      }
+      assert.equal(await p.connect(ctx, id), undefined, "destroyed");
+    });
+  }
+});
+
+describe("with each verb of the warm-pool Role removed, a call works or changes nothing", { skip, timeout: 900_000 }, () => {
   let role;
-  const p = (onEvent) => agentSandboxProvider({ namespace, warmPool: POOL, readyTimeoutMs: 120_000, onEvent });
+  const p = (onEvent) =>
+    agentSandboxProvider({ namespace, warmPool: POOL, readyTimeoutMs: 120_000, kubeConfig: KUBECONFIG["warm-pool"], onEvent });
   const full = p();
   const ctx = (label) => ({ actorId: actorId(label), client: () => undefined });
   const running = { ctx: ctx("rbac-running") };
@@ -154,6 +210,8 @@ describe("with each verb of the Role removed, a call works or changes nothing", 
           failed.push(names[i]);
           assert.equal(r.reason.code, "forbidden", `${names[i]}: ${r.reason.code}: ${r.reason.message}`);
           assert.match(r.reason.message, /forbidden/);
+          // The provider's own check names the Role of its mode.
+          if (/which this call needs/.test(r.reason.message)) assert.match(r.reason.message, /examples\/manifests\/rbac\/warm-pool\.yaml/);
         }
         // A refused call left its sandbox as it was; an allowed one did its job.
         assert.equal(stateOf(running.id), failed.includes("suspend") ? "Running+pod" : "Suspended", "suspend");

@@ -34,6 +34,8 @@ CLIENT=$STATE/client.kubeconfig
 # The sandbox namespace of examples/manifests/namespace.yaml, which the
 # cluster applies as it is.
 NS=agents
+# The provider's namespace, where its ServiceAccount lives (rbac/service-account.yaml).
+PROVIDER_NS=agents-provider
 NODE=kwok-node-0
 # The scale node (manifests/node-scale.yaml): its pods are API objects only.
 SCALE_NODE=kwok-node-1
@@ -242,10 +244,28 @@ write_kubeconfig() {
 	chmod 600 "$file"
 }
 
-client_kubeconfig() {
+# token_kubeconfig FILE SERVICEACCOUNT: a kubeconfig with a token of
+# $PROVIDER_NS/SERVICEACCOUNT, its context in $NS.
+token_kubeconfig() {
 	local token
-	token=$(KUBECTL -n "$NS" create token sandbox-client --duration=48h)
-	write_kubeconfig "$CLIENT" sandbox-client "$NS" --token="$token"
+	token=$(KUBECTL -n "$PROVIDER_NS" create token "$2" --duration=48h)
+	write_kubeconfig "$1" "$2" "$NS" --token="$token"
+}
+
+# client_kubeconfigs: the tests' provider identity, sandbox-client, holds
+# both modes' Roles and the ports one (the tests run both modes as one
+# process, as a deployment using both would). Beside it, one account per
+# mode holding only that mode's Role, as rbac/ grants it to a provider
+# running in that mode alone.
+client_kubeconfigs() {
+	token_kubeconfig "$CLIENT" sandbox-client
+	local mode
+	for mode in warm-pool direct; do
+		KUBECTL -n "$PROVIDER_NS" create serviceaccount "sandbox-client-$mode" --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
+		KUBECTL -n "$NS" create rolebinding "test-$mode-only" --role="sandbox-client-$mode" \
+			--serviceaccount="$PROVIDER_NS:sandbox-client-$mode" --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
+		token_kubeconfig "$STATE/$mode.kubeconfig" "sandbox-client-$mode"
+	done
 }
 
 # --- the scale profile -------------------------------------------------------
@@ -275,12 +295,17 @@ scale_flags() {
 }
 
 # scale_namespace: $SCALE_NS as examples/manifests/namespace.yaml makes
-# $NS (Pod Security restricted, selected by the admission policy), with
-# rbac.yaml in it and a token kubeconfig for its ServiceAccount.
+# $NS (Pod Security restricted, selected by the admission policy, with its
+# parameters), with both modes' Roles of rbac/ in it bound to a
+# ServiceAccount sandbox-client of its own (so the audit log below records
+# the benchmark's requests only), and a token kubeconfig for it.
 scale_namespace() {
 	local examples=$HERE/../../examples/manifests token
 	sed "s/^  name: $NS\$/  name: $SCALE_NS/" "$examples/namespace.yaml" | KUBECTL apply -f - >/dev/null
-	KUBECTL -n "$SCALE_NS" apply -f "$examples/rbac.yaml" >/dev/null
+	KUBECTL -n "$SCALE_NS" apply -f "$examples/admission-policy.yaml" >/dev/null
+	KUBECTL -n "$SCALE_NS" create serviceaccount sandbox-client --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
+	sed "s/^  namespace: $PROVIDER_NS\$/  namespace: $SCALE_NS/" "$examples/rbac/warm-pool.yaml" "$examples/rbac/direct.yaml" |
+		KUBECTL -n "$SCALE_NS" apply -f - >/dev/null
 	token=$(KUBECTL -n "$SCALE_NS" create token sandbox-client --duration=48h)
 	write_kubeconfig "$SCALE_CLIENT" sandbox-client "$SCALE_NS" --token="$token"
 }
@@ -429,10 +454,14 @@ setup_objects() {
 	KUBECTL -n "$NS" apply -f "$examples/resource-quota.yaml" >/dev/null
 	wait_for kube-controller-manager 60 quota_counted
 	KUBECTL -n "$NS" apply -f "$examples/" >/dev/null
+	# The provider's namespace and identity, and both modes' Roles: the tests
+	# run both (client_kubeconfigs).
+	KUBECTL apply -f "$examples/rbac/service-account.yaml" >/dev/null
+	KUBECTL -n "$NS" apply -f "$examples/rbac/warm-pool.yaml" -f "$examples/rbac/direct.yaml" -f "$examples/rbac/ports.yaml" >/dev/null
 	# The API server enforces a new admission policy once its informers have
 	# it: wait for that, so no test object gets in before.
 	wait_for kube-apiserver 30 admission_active
-	client_kubeconfig
+	client_kubeconfigs
 	local p
 	for p in pool-workspace pool-ephemeral; do
 		wait_for agent-sandbox-controller 120 pool_ready "$p"
@@ -440,7 +469,8 @@ setup_objects() {
 }
 
 # admission_active: the API server refuses a privileged Sandbox in $NS with
-# the shipped admission policy (a server-side dry run: nothing is created).
+# the shipped admission policy and its parameters (a server-side dry run:
+# nothing is created).
 admission_active() {
 	local out
 	out=$(KUBECTL -n "$NS" create --dry-run=server -o name -f - 2>&1 <<-EOF
@@ -454,7 +484,7 @@ admission_active() {
 		      containers: [{name: c, image: x, securityContext: {privileged: true}}]
 	EOF
 	)
-	[[ $out == *"ValidatingAdmissionPolicy 'agent-sandboxes'"* ]]
+	[[ $out == *"ValidatingAdmissionPolicy 'agent-sandboxes'"*"privileged containers are not allowed"* ]]
 }
 
 # quota_counted: the ResourceQuota of $NS has a usage for everything it limits.
@@ -474,6 +504,8 @@ write_env() {
 	cat >"$STATE/env" <<EOF
 export KUBECONFIG=$CLIENT
 export SANDBOX_TEST_ADMIN_KUBECONFIG=$ADMIN
+export SANDBOX_TEST_WARM_POOL_KUBECONFIG=$STATE/warm-pool.kubeconfig
+export SANDBOX_TEST_DIRECT_KUBECONFIG=$STATE/direct.kubeconfig
 export SANDBOX_TEST_NAMESPACE=$NS
 export SANDBOX_TEST_KUBECTL=$K8S_BIN/kubectl
 export SANDBOX_CLUSTER_SCRIPT=$HERE/cluster.sh
@@ -537,7 +569,7 @@ up() {
 
 usage_note() {
 	cat >&2 <<EOF
-[cluster] KUBECONFIG=$CLIENT (ServiceAccount $NS/sandbox-client, least privilege)
+[cluster] KUBECONFIG=$CLIENT (ServiceAccount $PROVIDER_NS/sandbox-client, both modes' least privilege)
 [cluster] admin: $ADMIN
 [cluster] for tests: source $STATE/env
 EOF

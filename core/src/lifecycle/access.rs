@@ -136,15 +136,27 @@ impl RulesCache {
     }
 }
 
-/// Fails with `forbidden`, naming what is missing, when the credentials
-/// surely lack a verb of `needs` in `namespace`; `op` says what was refused.
-/// A refusal is always decided on a review made for this call, so a
-/// permission given back meanwhile counts.
+/// The shipped Role file (under `examples/manifests/`) that grants what a
+/// mode needs: the warm-pool one has no `create` on Sandboxes.
+pub(crate) fn role_file(warm: bool) -> &'static str {
+    if warm {
+        "rbac/warm-pool.yaml"
+    } else {
+        "rbac/direct.yaml"
+    }
+}
+
+/// Fails with `forbidden`, naming what is missing and the Role of the
+/// provider's mode (`warm`), when the credentials surely lack a verb of
+/// `needs` in `namespace`; `op` says what was refused. A refusal is always
+/// decided on a review made for this call, so a permission given back
+/// meanwhile counts.
 pub(crate) async fn require(
     client: &Client,
     namespace: &str,
     op: &str,
     needs: &[Need],
+    warm: bool,
     cache: &RulesCache,
 ) -> Result<()> {
     let Some((rules, fresh)) = cache.rules(client, namespace, true).await else { return Ok(()) };
@@ -161,8 +173,9 @@ pub(crate) async fn require(
         ErrorCode::Forbidden,
         format!(
             "{op}: forbidden: the credentials lack RBAC permission to {} in namespace {namespace:?}, \
-             which this call needs; nothing was changed",
-            missing.join("; ")
+             which this call needs (examples/manifests/{} grants what this mode needs); nothing was changed",
+            missing.join("; "),
+            role_file(warm)
         ),
     ))
 }
@@ -252,13 +265,14 @@ mod tests {
         );
     }
 
-    /// The Role's rules in `examples/manifests/rbac.yaml`, the file users
-    /// apply and the local cluster runs on. A parser for that file's shape
-    /// (block list of rules, each field a flow list of quoted strings, which
-    /// is JSON); anything else in the rules fails the test.
-    fn shipped_role() -> Vec<ResourceRule> {
-        let file = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/manifests/rbac.yaml"));
-        let role = file.split("\n---\n").find(|doc| doc.lines().any(|l| l == "kind: Role")).expect("a Role");
+    /// The Role's rules in `examples/manifests/<file>`, the files users apply
+    /// and the local cluster runs on. A parser for their shape (block list of
+    /// rules, each field a flow list of quoted strings, which is JSON);
+    /// anything else in the rules fails the test.
+    fn shipped_role(file: &str) -> Vec<ResourceRule> {
+        let path = format!("{}/../examples/manifests/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let role = text.split("\n---\n").find(|doc| doc.lines().any(|l| l == "kind: Role")).expect("a Role");
         let rules = role.split_once("\nrules:\n").expect("the Role's rules").1;
         let mut parsed: Vec<ResourceRule> = Vec::new();
         for line in rules.lines().filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty()) {
@@ -278,19 +292,20 @@ mod tests {
         parsed
     }
 
+    /// Each mode's Role grants what that mode's calls check for, and the
+    /// warm-pool Role cannot create a Sandbox (a pod of the token's choosing)
+    /// nor the direct one claim.
     #[test]
-    fn the_documented_role_grants_every_need() {
-        let role = shipped_role();
-        assert!(role.len() >= 4, "{role:?}");
-        for needs in [
-            create(Kind::SandboxClaim),
-            create(Kind::Sandbox),
-            destroy(Kind::SandboxClaim),
-            destroy(Kind::Sandbox),
-            resume(true),
-        ] {
-            assert!(missing(&role, &needs).is_empty(), "{needs:?}");
+    fn each_modes_role_grants_its_needs_and_no_more_sandbox_rights() {
+        let warm = shipped_role(role_file(true));
+        for needs in [create(Kind::SandboxClaim), destroy(Kind::SandboxClaim), resume(true), suspend()] {
+            assert!(missing(&warm, &needs).is_empty(), "warm pool: {needs:?}");
         }
-        assert!(missing(&role, &suspend()).is_empty());
+        assert!(!allows(&warm, Resource::of(Kind::Sandbox), "create"), "{warm:?}");
+        let direct = shipped_role(role_file(false));
+        for needs in [create(Kind::Sandbox), destroy(Kind::Sandbox), resume(false), suspend()] {
+            assert!(missing(&direct, &needs).is_empty(), "direct: {needs:?}");
+        }
+        assert!(!allows(&direct, Resource::of(Kind::SandboxClaim), "create"), "{direct:?}");
     }
 }

@@ -235,7 +235,7 @@ impl Lifecycle {
     /// Fails with `forbidden` when the credentials lack a verb of `needs` in
     /// the namespace (see `access`); `op` says what was refused.
     async fn require(&self, op: &str, needs: &[access::Need]) -> Result<()> {
-        access::require(&self.client, &self.namespace, op, needs, &self.rules).await
+        access::require(&self.client, &self.namespace, op, needs, self.warm(), &self.rules).await
     }
 
     /// Whether `id` is fresh for `actor_id` (see [`Lifecycle::fresh`]): the
