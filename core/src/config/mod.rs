@@ -73,6 +73,9 @@ pub struct ProviderConfig {
     pub(crate) max_concurrent_execs_per_sandbox: usize,
     /// What one call may ask of a sandbox (`callTimeoutMs`, `limits`).
     pub(crate) limits: Limits,
+    /// Where transfers' local paths may be and the most they may ask
+    /// (`transfers`).
+    pub(crate) transfers: crate::transfer::Policy,
     /// Commands also travel in the exec URL, for the API server's audit log
     /// (`commandsInAuditLog`; env values never do).
     pub(crate) commands_in_audit_log: bool,
@@ -117,6 +120,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         .map_or(DEFAULT_MAX_CONCURRENT_EXECS_PER_SANDBOX, |n| n as usize)
         .min(max_concurrent_execs);
     let limits = parse_limits(&mut f)?;
+    let transfers = parse_transfers(&mut f)?;
     let commands_in_audit_log = f.get::<bool>("commandsInAuditLog")?.unwrap_or(false);
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
@@ -139,6 +143,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         max_concurrent_execs,
         max_concurrent_execs_per_sandbox,
         limits,
+        transfers,
         commands_in_audit_log,
         mode,
     })
@@ -164,6 +169,29 @@ fn parse_limits(f: &mut Fields<'_>) -> Result<Limits> {
         l.finish()?;
     }
     Ok(limits)
+}
+
+/// `transfers: { localRoot, maxBytes, maxEntries }`. The root must be an
+/// existing directory, named by an absolute path; it is kept resolved.
+fn parse_transfers(f: &mut Fields<'_>) -> Result<crate::transfer::Policy> {
+    let mut policy = crate::transfer::Policy::default();
+    let Some(mut t) = f.object("transfers")? else { return Ok(policy) };
+    if let Some(root) = t.string("localRoot")? {
+        let path = std::path::Path::new(&root);
+        if !path.is_absolute() {
+            return Err(t.error("localRoot", "must be an absolute path"));
+        }
+        let real = std::fs::canonicalize(path).map_err(|e| t.error("localRoot", format!("cannot be resolved: {e}")))?;
+        if !real.is_dir() {
+            return Err(t.error("localRoot", "must be a directory"));
+        }
+        policy.local_root = Some(real);
+    }
+    let max = crate::args::MAX_SAFE_INTEGER as u64;
+    policy.max_bytes = t.positive_int("maxBytes", max)?;
+    policy.max_entries = t.positive_int("maxEntries", max)?;
+    t.finish()?;
+    Ok(policy)
 }
 
 /// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a
