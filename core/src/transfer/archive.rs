@@ -29,10 +29,12 @@ pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
 pub(crate) const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
 /// Most links one resolution follows (Linux's own bound, `ELOOP`).
 pub(crate) const MAX_LINK_HOPS: u32 = 40;
-/// Most path components all of one archive's link resolutions may walk
-/// together: with 100,000 links of 4 KiB targets chained 40 deep, a hostile
-/// archive could otherwise keep the host busy for hours.
-pub(crate) const MAX_RESOLVE_STEPS: u64 = 4_000_000;
+/// Most bytes of paths all of one archive's link resolutions may look up
+/// together (each lookup is an `lstat` on download, whose cost grows with
+/// the path): about 5 s of one core at worst. A workspace's 100,000 links
+/// need a few tens of MiB; a hostile archive of links through 2,000-deep
+/// paths would otherwise keep the host busy for minutes.
+pub(crate) const MAX_RESOLVE_BYTES: u64 = 256 * 1024 * 1024;
 /// Longest path Linux system calls take (`PATH_MAX` less its NUL).
 pub(crate) const PATH_BYTES: usize = 4095;
 /// Longest name of one path component (`NAME_MAX`).
@@ -432,7 +434,7 @@ impl Rules {
     /// upload sends; the download judges the tree on disk, see
     /// [`escapes`]).
     pub(crate) fn finish(&self) -> Result<()> {
-        let mut budget = MAX_RESOLVE_STEPS;
+        let mut budget = MAX_RESOLVE_BYTES;
         for path in self.symlinks.keys() {
             let lookup = |at: &[u8]| Ok(self.symlinks.get(at).cloned());
             if escapes(path, lookup, &mut budget)? {
@@ -494,49 +496,63 @@ pub(crate) const ESCAPES: &str =
 /// root at any point (even one that comes back in: nothing outside is ever
 /// looked at), or more than [`MAX_LINK_HOPS`] links. What is missing is
 /// walked through by name: a directory made there later must not open a
-/// way out. `budget` counts the components walked, shared by every
-/// resolution of one tree; spent, it is `too_large`.
+/// way out. `budget` counts the bytes of the paths looked up (what a lookup
+/// costs), shared by every resolution of one tree; spent, it is `too_large`.
 pub(crate) fn escapes(
     link: &[u8],
     mut lookup: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
     budget: &mut u64,
 ) -> Result<bool> {
-    // Where the walk is (components from the root) and what is left of the
-    // path to walk, last component first.
-    let mut at: Vec<Vec<u8>> = link.split(|b| *b == b'/').map(<[u8]>::to_vec).collect();
+    // Where the walk is (a path from the root, and where each of its
+    // components starts), and what is left to walk, last component first.
+    let mut at = link.to_vec();
+    let mut starts: Vec<usize> = std::iter::once(0).chain(memchr::memchr_iter(b'/', link).map(|i| i + 1)).collect();
     let mut left: Vec<Vec<u8>> = Vec::new();
     let mut hops = 0;
-    let mut current = Some(link.to_vec());
+    let mut look = true;
     loop {
-        if let Some(path) = current.take() {
-            if let Some(target) = lookup(&path)? {
+        if look {
+            *budget = budget.checked_sub(at.len() as u64 + 1).ok_or_else(|| {
+                Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the archive's symlinks take over {MAX_RESOLVE_BYTES} bytes of lookups to resolve"),
+                )
+            })?;
+            if let Some(target) = lookup(&at)? {
                 hops += 1;
                 if hops > MAX_LINK_HOPS || target.starts_with(b"/") {
                     return Ok(true);
                 }
-                at.pop();
+                up(&mut at, &mut starts);
                 left.extend(target.split(|b| *b == b'/').rev().map(<[u8]>::to_vec));
             }
         }
         let Some(part) = left.pop() else { return Ok(false) };
-        *budget = budget.checked_sub(1).ok_or_else(|| {
-            Error::new(
-                ErrorCode::TooLarge,
-                format!("the archive's symlinks take over {MAX_RESOLVE_STEPS} steps to resolve"),
-            )
-        })?;
+        look = false;
         match part.as_slice() {
             b"" | b"." => {}
             b".." => {
-                if at.pop().is_none() {
+                if starts.is_empty() {
                     return Ok(true);
                 }
+                up(&mut at, &mut starts);
             }
             _ => {
-                at.push(part);
-                current = Some(at.join(&b'/'));
+                starts.push(if at.is_empty() { 0 } else { at.len() + 1 });
+                if !at.is_empty() {
+                    at.push(b'/');
+                }
+                at.extend_from_slice(&part);
+                look = true;
             }
         }
+    }
+}
+
+/// Drops the last component of `at` (whose components start at `starts`).
+fn up(at: &mut Vec<u8>, starts: &mut Vec<usize>) {
+    if let Some(start) = starts.pop() {
+        at.truncate(start.saturating_sub(1));
     }
 }
 

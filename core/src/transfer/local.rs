@@ -319,7 +319,7 @@ impl Extractor {
                 .map_err(|e| io_error("cannot create", &at, e))?;
             made.push((path, at));
         }
-        let mut budget = archive::MAX_RESOLVE_STEPS;
+        let mut budget = archive::MAX_RESOLVE_BYTES;
         let mut out = Vec::new();
         for (path, at) in &made {
             if archive::escapes(path, |p| on_disk(&self.root, p), &mut budget)? {

@@ -257,3 +257,15 @@ proptest! {
         let _ = parse(&data, piece, Some(&mut Rules::new(ErrorCode::InvalidRequest)));
     }
 }
+
+#[test]
+fn resolving_is_paid_by_the_bytes_looked_up() {
+    // One link through 2,000 plain names: lookups of 1, 3, ... 3,999 bytes (4 MB in all).
+    let target = b"x/".repeat(2000);
+    let lookup = |p: &[u8]| Ok((p == b"l").then(|| target.clone()));
+    let mut budget = 5_000_000;
+    assert!(!escapes(b"l", lookup, &mut budget).unwrap());
+    assert!(budget < 1_000_000, "{budget} left");
+    let e = escapes(b"l", lookup, &mut budget).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TooLarge, "{}", e.message);
+}
