@@ -166,6 +166,12 @@ export interface CommonOptions {
   callTimeoutMs?: number;
   /** What one call (a model's choice) may ask for; beyond it, `invalid_request` with nothing run. */
   limits?: CallLimits;
+  /**
+   * Where `upload` sources and `download` targets may be on this host, and the most a transfer
+   * may ask for. Without `localRoot` those local paths are the host process's authority: never
+   * let a model choose them.
+   */
+  transfers?: TransferPolicy;
   /** Lifecycle progress (never keeps Node alive; a throwing listener only emits a warning). */
   onEvent?: (event: SandboxEvent) => void;
 }
@@ -178,6 +184,20 @@ export interface CallLimits {
   maxOutputBytes?: number;
   /** Largest `maxBytes` of `readFile`. Default 2 GiB, at most 2^32 − 1. */
   maxReadBytes?: number;
+}
+
+/** The provider's hold on transfers' local paths and limits. */
+export interface TransferPolicy {
+  /**
+   * An absolute path to an existing directory: an `upload` source and a `download` `to` must
+   * resolve inside it (symlinks and `..` followed; for a missing `to`, its nearest existing
+   * directory), else `invalid_request` with nothing read or written.
+   */
+  localRoot?: string;
+  /** The largest `maxBytes` a transfer may ask for (beyond, `invalid_request`); also its default when below 1 GiB. */
+  maxBytes?: number;
+  /** The largest `maxEntries` a transfer may ask for (beyond, `invalid_request`); also its default when below 100,000. */
+  maxEntries?: number;
 }
 
 /** What every file operation and process call takes besides its own options. */
@@ -198,9 +218,9 @@ export interface ReadFileOptions extends CallOptions {
 
 /** Limits every transfer takes. */
 export interface TransferOptions extends CallOptions {
-  /** Most archive bytes (headers included); more is `too_large`. Default 1 GiB. */
+  /** Most archive bytes (headers included); more is `too_large`. Default 1 GiB, or the provider's `transfers.maxBytes` if lower (over it: `invalid_request`). */
   maxBytes?: number;
-  /** Most entries (files, directories, links); more is `too_large`. Default 100,000. */
+  /** Most entries (files, directories, links); more is `too_large`. Default 100,000, or the provider's `transfers.maxEntries` if lower (over it: `invalid_request`). */
   maxEntries?: number;
 }
 
@@ -214,8 +234,13 @@ export interface UploadOptions extends TransferOptions {
 export interface DownloadOptions extends TransferOptions {
   /** `tar --exclude` patterns (GNU: matched against every name, unanchored). */
   exclude?: string[];
-  /** A local directory to extract into (created if missing) instead of returning the stream. */
+  /**
+   * A local directory to extract into (created if missing) instead of returning the stream; inside
+   * the provider's `transfers.localRoot` if it has one.
+   */
   to?: string;
+  /** With `to`: extract into a `to` that is not empty (else `invalid_state`, nothing written). Default `false`. */
+  overwrite?: boolean;
 }
 
 /** What a transfer moved. */
@@ -432,8 +457,9 @@ export interface Sandbox {
    * Extracts a tar archive into the directory `dir` (created if missing) with the image's `tar`,
    * in one exec, streamed with bounded memory on both ends. `source` is a local directory (its
    * tree is archived as it is read), the bytes of a tar archive, or an `AsyncIterable` of them
-   * (a Node `Readable` is one). Every entry is checked first: absolute paths, `..`, symlinks
-   * pointing out of the tree, hard links out, anything under a symlink the archive made, device
+   * (a Node `Readable` is one; a directory must be inside the provider's `transfers.localRoot` if it
+   * has one). Every entry is checked first: absolute paths, `..`, symlinks
+   * resolving out of the tree (through other symlinks too), hard links out, anything under a symlink the archive made, device
    * nodes, FIFOs and sockets are refused with `invalid_request` (for a directory or bytes, before
    * anything runs; for an iterable, as they come, with what came before extracted). Modes are
    * kept without setuid/setgid; ownership is not. Not atomic: a failure or abort leaves what
@@ -444,7 +470,8 @@ export interface Sandbox {
    * The tree under the directory `path` as a tar stream (a Node `Readable`, backpressured: a slow
    * reader slows the sandbox's `tar`), or with `to`, extracted into that local directory as a
    * hostile archive (refusals are `invalid_state`; nothing is written outside `to`, no symlink is
-   * followed). A transfer cut short fails (`connection_lost`), never as a shorter tree; an abort
+   * followed, every symlink left under `to` resolves inside it, modes are under the umask; a `to`
+   * that is not empty needs `overwrite: true`). A transfer cut short fails (`connection_lost`), never as a shorter tree; an abort
    * (or destroying the stream) kills the sandbox's `tar`.
    */
   download(path: string, options: DownloadOptions & { to: string }): Promise<TransferTotals>;

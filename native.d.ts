@@ -430,13 +430,16 @@ export interface NativeTotals {
 
 /** Options of every transfer; `js/transfer.js` checks their types. */
 export interface NativeTransferOptions {
-  /** Archive bytes; default 1 GiB. */
+  /** Archive bytes; default 1 GiB (or the provider's `transfers.maxBytes`, if lower). */
   maxBytes?: number
-  /** Entries; default 100,000. */
+  /** Entries; default 100,000 (or the provider's `transfers.maxEntries`, if lower). */
   maxEntries?: number
   /** Download: `tar --exclude` patterns. */
   exclude?: Array<string>
-  /** Upload: replace what `dir` holds (default true). */
+  /**
+   * Upload: replace what `dir` holds (default true). Download with `to`:
+   * extract into a `to` that is not empty (default false).
+   */
   overwrite?: boolean
 }
 

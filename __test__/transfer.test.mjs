@@ -1,9 +1,12 @@
 // upload and download against the local control plane: a repository-shaped
 // tree round-trips byte-exact with modes (local directory → sandbox →
 // Readable → sandbox → local directory); hostile archives are refused with
-// nothing written outside the target; an abort leaves no tar running; a
-// large transfer each way keeps RSS flat with a slow consumer; bad
-// arguments are documented codes with nothing run.
+// nothing written outside the target, symlink chains a sandbox builds
+// included; downloaded modes respect the umask; a `to` that is not empty
+// needs `overwrite`; the provider's `transfers.localRoot` confines local
+// paths; an abort leaves no tar running; a large transfer each way keeps
+// RSS flat with a slow consumer; bad arguments are documented codes with
+// nothing run.
 //
 // TRANSFER_TEST_MIB sets the large transfer's size (default 256; the issue's
 // 2 GiB is `TRANSFER_TEST_MIB=2048`, see bench/README.md).
@@ -13,9 +16,13 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { createRequire } from "node:module";
 import { after, before, describe, test } from "node:test";
+import { wrapSandbox } from "../js/sandbox.js";
 import { skip } from "./cluster.mjs";
-import { openSandbox, scratchDir, sh, waitGone } from "./sandbox-fixture.mjs";
+import { OPTIONS, openSandbox, scratchDir, sh, waitGone } from "./sandbox-fixture.mjs";
+
+const native = createRequire(import.meta.url)("../native.cjs");
 
 const LARGE_MIB = Number(process.env.TRANSFER_TEST_MIB ?? 256);
 
@@ -86,6 +93,39 @@ function makeRepo(root) {
   fs.symlinkSync("../../src", p("empty/nested/up-and-over"));
   fs.symlinkSync("n".repeat(255), p("link-to-long"));
   fs.writeFileSync(p("binary.bin"), Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 31) & 0xff)));
+}
+
+/** Every path under `root`, never going through a symlink (readdir's `recursive` follows them). */
+function pathsUnder(root) {
+  return fs.readdirSync(root).flatMap((name) => {
+    const p = path.join(root, name);
+    return fs.lstatSync(p).isDirectory() ? [p, ...pathsUnder(p)] : [p];
+  });
+}
+
+/**
+ * What nothing a sandbox sends may break: `base` holds only `to` and
+ * `outside` (with only its secret), every symlink under `to` resolves inside
+ * it (or nowhere), and no path under `to` reads the secret.
+ */
+function assertContained(base, name) {
+  assert.deepEqual(fs.readdirSync(base).sort(), ["outside", "to"], name);
+  assert.deepEqual(fs.readdirSync(path.join(base, "outside")), ["secret"], name);
+  const to = fs.realpathSync(path.join(base, "to"));
+  const paths = pathsUnder(to);
+  for (const link of paths.filter((p) => fs.lstatSync(p).isSymbolicLink())) {
+    let real;
+    try {
+      real = fs.realpathSync(link);
+    } catch (e) {
+      assert.equal(e.code, "ENOENT", `${name}: ${link}`);
+      continue;
+    }
+    assert.ok(real === to || real.startsWith(to + path.sep), `${name}: ${link} resolves to ${real}`);
+  }
+  for (const p of paths) {
+    if (fs.statSync(p, { throwIfNoEntry: false })?.isFile()) assert.notEqual(fs.readFileSync(p, "utf8"), "TOPSECRET", `${name}: ${p}`);
+  }
 }
 
 /** Names of processes called `tar` in the sandbox (none once a transfer is gone). */
@@ -191,6 +231,95 @@ describe("transfer", { skip, timeout: 1_800_000 }, () => {
       await assert.rejects(sandbox.download(`${tree}/t`, { to }), (e) => e.code === "invalid_state", name);
       assert.deepEqual(fs.readdirSync(path.dirname(to)), ["to"], name);
       for (const f of fs.readdirSync(to)) assert.ok(!fs.lstatSync(path.join(to, f)).isSymbolicLink(), `${name}: ${f}`);
+    }
+  });
+
+  test("symlinks a sandbox chains to lead out of `to` are refused and removed; those that stay inside are kept", async () => {
+    const cases = {
+      chain: "ln -s . a && ln -s a/../outside/secret r",
+      nested: "mkdir -p x/y && ln -s ../.. x/y/up && ln -s x/y/up/../outside/secret n",
+      "directory link": "ln -s . a && ln -s a/../outside d",
+      deep: `ln -s . a && ln -s ${"a/".repeat(16)}${"../".repeat(16)}outside/secret report.html`,
+    };
+    for (const [name, setup] of Object.entries(cases)) {
+      const tree = `${dir}/chain-${name.replace(/ /g, "-")}`;
+      await sh(sandbox, `mkdir -p ${tree} && cd ${tree} && echo x > before && ${setup}`);
+      const base = path.join(local, `chain-${name.replace(/ /g, "-")}`);
+      fs.mkdirSync(path.join(base, "outside"), { recursive: true });
+      fs.writeFileSync(path.join(base, "outside/secret"), "TOPSECRET");
+      const to = path.join(base, "to");
+      await assert.rejects(sandbox.download(tree, { to }), (e) => e.code === "invalid_state" && /resolves out of the tree/.test(e.message), name);
+      assertContained(base, name);
+    }
+    // A workspace's relative links stay links and resolve where they did.
+    await sh(sandbox, `mkdir -p ${dir}/ws/node_modules/typescript/bin ${dir}/ws/node_modules/.bin && cd ${dir}/ws && echo tsc > node_modules/typescript/bin/tsc && ln -s ../typescript/bin/tsc node_modules/.bin/tsc && ln -s . self && ln -s self/node_modules/.bin/tsc via-self`);
+    const ws = path.join(local, "ws");
+    await sandbox.download(`${dir}/ws`, { to: ws });
+    assert.equal(fs.readlinkSync(path.join(ws, "node_modules/.bin/tsc")), "../typescript/bin/tsc");
+    assert.equal(fs.readFileSync(path.join(ws, "via-self"), "utf8"), "tsc\n");
+  });
+
+  test("downloaded modes respect the umask, and a `to` that is not empty needs overwrite", async () => {
+    const before = process.umask(0o022);
+    try {
+      await sh(sandbox, `mkdir -p ${dir}/modes/open && cd ${dir}/modes && echo x > open/run.sh && echo y > ww.txt && chmod 777 open open/run.sh && chmod 666 ww.txt`);
+      const to = path.join(local, "modes");
+      await sandbox.download(`${dir}/modes`, { to });
+      const mode = (p) => (fs.lstatSync(path.join(to, p)).mode & 0o7777).toString(8);
+      assert.deepEqual(["open", "open/run.sh", "ww.txt"].map(mode), ["755", "755", "644"]);
+      // Again into the same, now not empty, `to`: refused, nothing written, unless overwrite.
+      fs.writeFileSync(path.join(to, "ww.txt"), "mine");
+      const was = describeTree(to);
+      await assert.rejects(sandbox.download(`${dir}/modes`, { to }), (e) => e.code === "invalid_state" && /overwrite/.test(e.message));
+      assert.deepEqual(describeTree(to), was);
+      await sandbox.download(`${dir}/modes`, { to, overwrite: true });
+      assert.equal(fs.readFileSync(path.join(to, "ww.txt"), "utf8"), "y\n");
+    } finally {
+      process.umask(before);
+    }
+  });
+
+  test("with transfers.localRoot, local paths outside it are refused with nothing read or written", async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), "transfer-root-"));
+    const root = path.join(base, "root");
+    fs.mkdirSync(path.join(base, "outside"), { recursive: true });
+    fs.mkdirSync(path.join(base, "x"));
+    fs.writeFileSync(path.join(base, "x/host-file"), "host");
+    fs.mkdirSync(root);
+    fs.symlinkSync(path.join(base, "outside"), path.join(root, "link-to-outside"));
+    const provider = new native.NativeProvider({ ...OPTIONS, transfers: { localRoot: root, maxBytes: 1 << 30 } }, null);
+    const confined = wrapSandbox(await provider.connect(box.actor, box.id));
+    const elsewhere = path.join(os.tmpdir(), `elsewhere-${process.pid}`);
+    try {
+      const refused = [
+        () => confined.upload("/etc", `${dir}/etc`),
+        () => confined.upload(`${root}/../x`, `${dir}/x`),
+        () => confined.upload(`${root}/link-to-outside`, `${dir}/x`),
+        () => confined.download(`${dir}/repo`, { to: elsewhere }),
+        () => confined.download(`${dir}/repo`, { to: `${root}/link-to-outside` }),
+        () => confined.download(`${dir}/repo`, { to: `${root}/missing/../../x` }),
+      ];
+      for (const call of refused) {
+        await assert.rejects(call(), (e) => e.code === "invalid_request" && /transfers\.localRoot/.test(e.message), `${call}`);
+      }
+      assert.equal(await sandbox.exists(`${dir}/etc`), false);
+      assert.equal(await sandbox.exists(`${dir}/x`), false);
+      assert.equal(fs.existsSync(elsewhere), false);
+      assert.deepEqual(fs.readdirSync(path.join(base, "outside")), []);
+      assert.deepEqual(fs.readdirSync(path.join(base, "x")), ["host-file"]);
+      await assert.rejects(confined.download(`${dir}/repo`, { to: `${root}/r`, maxBytes: 2 ** 31 }), (e) => e.code === "invalid_request" && /transfers\.maxBytes/.test(e.message));
+      // Inside the root, a workspace with a relative link round-trips.
+      const proj = path.join(root, "proj");
+      fs.mkdirSync(path.join(proj, "node_modules/typescript/bin"), { recursive: true });
+      fs.mkdirSync(path.join(proj, "node_modules/.bin"));
+      fs.writeFileSync(path.join(proj, "node_modules/typescript/bin/tsc"), "tsc\n");
+      fs.symlinkSync("../typescript/bin/tsc", path.join(proj, "node_modules/.bin/tsc"));
+      await confined.upload(proj, `${dir}/proj`);
+      await confined.download(`${dir}/proj`, { to: path.join(root, "back") });
+      assert.deepEqual(describeTree(path.join(root, "back")), describeTree(proj));
+      assert.equal(fs.readFileSync(path.join(root, "back/node_modules/.bin/tsc"), "utf8"), "tsc\n");
+    } finally {
+      fs.rmSync(base, { recursive: true, force: true });
     }
   });
 

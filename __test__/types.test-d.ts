@@ -37,6 +37,7 @@ const direct: SandboxProvider = agentSandboxProvider({
   sandbox: { image: "busybox", resources: { cpu: "500m", memory: "1Gi" }, volume: { size: "10Gi" }, securityProfile: "baseline" },
   kubeConfig: { server: "https://k8s:6443", tokenFile: "/var/run/token" },
   suspend: "pod",
+  transfers: { localRoot: "/srv/agent-files", maxBytes: 1 << 28, maxEntries: 10_000 },
 });
 const full: AgentSandboxProvider = agentSandboxProvider({ warmPool: "p", kubeConfig: "/path/kubeconfig" });
 
@@ -105,7 +106,7 @@ async function transfers(p: AgentSandboxProvider, c: SandboxActorContext): Promi
   const s = await p.connect(c, "ns/x");
   if (!s) return;
   const tar: import("node:stream").Readable = await s.download("/workspace", { exclude: ["node_modules"], maxBytes: 1 << 30 });
-  const into: TransferTotals = await s.download("/workspace/coverage", { to: "./coverage", signal: AbortSignal.timeout(1000) });
+  const into: TransferTotals = await s.download("/workspace/coverage", { to: "./coverage", overwrite: true, signal: AbortSignal.timeout(1000) });
   const fromDir: TransferTotals = await s.upload("./repo", "/workspace", { overwrite: false, maxEntries: 10 });
   const fromBytes = await s.upload(new Uint8Array(1024), "/workspace");
   const fromStream = await s.upload(tar, "/copy");

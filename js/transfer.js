@@ -25,9 +25,6 @@ export function transferCalls(native) {
     async upload(source, dir, options = {}) {
       const opts = transferOptions(options, "upload", ["signal", "maxBytes", "maxEntries", "overwrite"]);
       if (typeof dir !== "string") throw invalidRequest("upload: dir must be a string");
-      if (options.overwrite !== undefined && typeof options.overwrite !== "boolean") {
-        throw invalidRequest("upload: overwrite must be a boolean");
-      }
       if (typeof source === "string" || source instanceof Uint8Array) {
         const from = typeof source === "string" ? source : toBuffer(source, "source");
         return callWithSignal(options, "upload", (cancel) => native.upload(from, dir, opts, cancel));
@@ -40,18 +37,20 @@ export function transferCalls(native) {
 
     /**
      * The tree under `path` as a tar stream (a Readable), or with `to`, extracted into that local
-     * directory; resolves { files, directories, bytes } then.
+     * directory (one that is not empty only with `overwrite: true`); resolves { files, directories,
+     * bytes } then.
      * @param {unknown} path
      * @param {any} [options]
      */
     async download(path, options = {}) {
-      const opts = transferOptions(options, "download", ["signal", "maxBytes", "maxEntries", "exclude", "to"]);
+      const opts = transferOptions(options, "download", ["signal", "maxBytes", "maxEntries", "exclude", "to", "overwrite"]);
       if (typeof path !== "string") throw invalidRequest("download: path must be a string");
       const { exclude, to } = options;
       if (exclude !== undefined && (!Array.isArray(exclude) || exclude.some((p) => typeof p !== "string"))) {
         throw invalidRequest("download: exclude must be an array of strings");
       }
       if (to !== undefined && (typeof to !== "string" || to === "")) throw invalidRequest("download: to must be a non-empty string");
+      if (to === undefined && opts.overwrite !== undefined) throw invalidRequest("download: overwrite applies only with `to`");
       opts.exclude = exclude;
       if (to !== undefined) return callWithSignal(options, "download", (cancel) => native.downloadTo(path, to, opts, cancel));
       const signal = options.signal ?? undefined;
@@ -100,6 +99,7 @@ function transferOptions(options, what, known) {
   for (const name of ["maxBytes", "maxEntries"]) {
     if (o[name] !== undefined && typeof o[name] !== "number") throw invalidRequest(`${what}: ${name} must be a number`);
   }
+  if (o.overwrite !== undefined && typeof o.overwrite !== "boolean") throw invalidRequest(`${what}: overwrite must be a boolean`);
   return {
     maxBytes: /** @type {number | undefined} */ (o.maxBytes),
     maxEntries: /** @type {number | undefined} */ (o.maxEntries),

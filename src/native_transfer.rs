@@ -10,7 +10,7 @@ use bytes::Bytes;
 use napi::bindgen_prelude::{Buffer, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use sandbox_core::transfer::{self, Limits, Source, Totals};
+use sandbox_core::transfer::{self, Requested, Source, Totals};
 use sandbox_core::{byte_count, lock};
 use tokio::sync::{mpsc, Mutex};
 
@@ -26,13 +26,14 @@ const DEPTH: usize = 4;
 /// Options of every transfer; `js/transfer.js` checks their types.
 #[napi(object)]
 pub struct NativeTransferOptions {
-    /// Archive bytes; default 1 GiB.
+    /// Archive bytes; default 1 GiB (or the provider's `transfers.maxBytes`, if lower).
     pub max_bytes: Option<f64>,
-    /// Entries; default 100,000.
+    /// Entries; default 100,000 (or the provider's `transfers.maxEntries`, if lower).
     pub max_entries: Option<f64>,
     /// Download: `tar --exclude` patterns.
     pub exclude: Option<Vec<String>>,
-    /// Upload: replace what `dir` holds (default true).
+    /// Upload: replace what `dir` holds (default true). Download with `to`:
+    /// extract into a `to` that is not empty (default false).
     pub overwrite: Option<bool>,
 }
 
@@ -53,10 +54,12 @@ impl From<Totals> for NativeTotals {
     }
 }
 
-fn limits(options: &NativeTransferOptions) -> sandbox_core::Result<Limits> {
-    Ok(Limits {
-        max_bytes: byte_count("maxBytes", options.max_bytes, transfer::DEFAULT_MAX_BYTES)?,
-        max_entries: byte_count("maxEntries", options.max_entries, transfer::DEFAULT_MAX_ENTRIES)?,
+/// The limits the caller asked for; the sandbox holds them to the provider's.
+fn requested(options: &NativeTransferOptions) -> sandbox_core::Result<Requested> {
+    let count = |name, value: Option<f64>| value.map(|v| byte_count(name, Some(v), 0)).transpose();
+    Ok(Requested {
+        max_bytes: count("maxBytes", options.max_bytes)?,
+        max_entries: count("maxEntries", options.max_entries)?,
     })
 }
 
@@ -130,13 +133,15 @@ impl NativeSandbox {
     /// Starts streaming the tree under `path` as a tar archive.
     #[napi]
     pub fn start_download(&self, path: String, options: NativeTransferOptions) -> napi::Result<NativeDownload> {
-        let limits = limits(&options).map_err(to_napi)?;
+        let requested = requested(&options).map_err(to_napi)?;
         let exclude = options.exclude.unwrap_or_default();
         // Refused before a stream exists, so the call rejects instead.
+        self.core().transfer_limits(requested).map_err(to_napi)?;
         transfer::check_args(&path, &exclude).map_err(to_napi)?;
         let (tx, rx) = mpsc::channel(DEPTH);
         let sandbox = self.core().clone();
-        let task = self.start(move |cancel| async move { sandbox.download(&path, &exclude, limits, cancel, tx).await });
+        let task =
+            self.start(move |cancel| async move { sandbox.download(&path, &exclude, requested, cancel, tx).await });
         Ok(NativeDownload { chunks: Mutex::new(rx), task })
     }
 
@@ -152,9 +157,11 @@ impl NativeSandbox {
     ) -> napi::Result<PromiseRaw<'env, NativeTotals>> {
         let (sandbox, token) = (self.core().clone(), cancel.call().cancel);
         promise(env, async move {
-            let limits = limits(&options)?;
+            let requested = requested(&options)?;
             let exclude = options.exclude.unwrap_or_default();
-            sandbox.download_to(&path, &exclude, limits, token, PathBuf::from(to)).await.map(NativeTotals::from)
+            let overwrite = options.overwrite.unwrap_or(false);
+            let to = PathBuf::from(to);
+            sandbox.download_to(&path, &exclude, requested, token, &to, overwrite).await.map(NativeTotals::from)
         })
     }
 
@@ -174,23 +181,24 @@ impl NativeSandbox {
             Either::B(b) => Source::Bytes(Bytes::from_owner(b)),
         };
         promise(env, async move {
-            let limits = limits(&options)?;
+            let requested = requested(&options)?;
             let overwrite = options.overwrite.unwrap_or(true);
-            sandbox.upload(source, &dir, overwrite, limits, token).await.map(NativeTotals::from)
+            sandbox.upload(source, &dir, overwrite, requested, token).await.map(NativeTotals::from)
         })
     }
 
     /// Starts an upload whose archive comes through `write()`.
     #[napi]
     pub fn start_upload(&self, dir: String, options: NativeTransferOptions) -> napi::Result<NativeUpload> {
-        let limits = limits(&options).map_err(to_napi)?;
+        let requested = requested(&options).map_err(to_napi)?;
         let overwrite = options.overwrite.unwrap_or(true);
+        self.core().transfer_limits(requested).map_err(to_napi)?;
         transfer::check_args(&dir, &[]).map_err(to_napi)?;
         // One write in flight: the caller sizes the chunks.
         let (tx, rx) = mpsc::channel(1);
         let sandbox = self.core().clone();
         let task = self.start(move |cancel| async move {
-            sandbox.upload(Source::Stream(rx), &dir, overwrite, limits, cancel).await
+            sandbox.upload(Source::Stream(rx), &dir, overwrite, requested, cancel).await
         });
         Ok(NativeUpload { chunks: std::sync::Mutex::new(Some(tx)), task })
     }

@@ -161,7 +161,8 @@ impl Provider {
                 }
             }
             let sandbox = Sandbox::new(parts.engine.clone(), target, self.config.cwd.clone(), self.config.limits);
-            return Ok(Some(sandbox.with_activity(id, Parts::activity(parts)).with_service(service)));
+            let sandbox = sandbox.with_activity(id, Parts::activity(parts)).with_service(service);
+            return Ok(Some(sandbox.with_transfers(self.config.transfers.clone())));
         }
     }
 

@@ -6,6 +6,7 @@
 //! rather than to whatever directory the container's exec starts in.
 
 use std::borrow::Cow;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ pub struct Sandbox {
     activity: Activity,
     /// The DNS name of the Sandbox's Service, if it has one.
     service: Option<String>,
+    /// The provider's hold on transfers' local paths and limits.
+    transfers: transfer::Policy,
 }
 
 /// Told of every call a sandbox serves, with the sandbox's id: the provider
@@ -84,7 +87,14 @@ impl Sandbox {
             id: String::new(),
             activity: Activity::default(),
             service: None,
+            transfers: transfer::Policy::default(),
         }
+    }
+
+    /// The same sandbox with the provider's `transfers` policy.
+    pub(crate) fn with_transfers(mut self, policy: transfer::Policy) -> Self {
+        self.transfers = policy;
+        self
     }
 
     /// The same sandbox known as `id`, reporting each call to `activity`.
@@ -312,42 +322,64 @@ impl Sandbox {
 }
 
 impl Sandbox {
+    /// The limits of a transfer that asked for `requested`:
+    /// `invalid_request` over the provider's `transfers` (checked again by
+    /// each transfer call; this is for refusing before a stream exists).
+    pub fn transfer_limits(&self, requested: transfer::Requested) -> Result<transfer::Limits> {
+        self.transfers.limits(requested)
+    }
+
     /// See `transfer::download`; `path` resolved as for files. No call
     /// timeout: a transfer lasts as long as its tree; `cancel` stops it.
     pub async fn download(
         &self,
         path: &str,
         exclude: &[String],
-        limits: transfer::Limits,
+        requested: transfer::Requested,
         cancel: CancellationToken,
         out: mpsc::Sender<Bytes>,
     ) -> Result<Totals> {
+        let limits = self.transfers.limits(requested)?;
         self.activity.report(&self.id);
         transfer::download(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, out).await
     }
 
-    /// See `transfer::download_to`.
+    /// See `transfer::download_to`; `to` must resolve inside the
+    /// provider's `transfers.localRoot` if it has one.
     pub async fn download_to(
         &self,
         path: &str,
         exclude: &[String],
-        limits: transfer::Limits,
+        requested: transfer::Requested,
         cancel: CancellationToken,
-        to: std::path::PathBuf,
+        to: &Path,
+        overwrite: bool,
     ) -> Result<Totals> {
+        let limits = self.transfers.limits(requested)?;
+        let to = self.transfers.local_path("download target", to)?;
         self.activity.report(&self.id);
-        transfer::download_to(&self.engine, &self.target, &cancel, &self.resolve(path), exclude, limits, to).await
+        let path = self.resolve(path);
+        transfer::download_to(&self.engine, &self.target, &cancel, &path, exclude, limits, to, overwrite).await
     }
 
-    /// See `transfer::upload`; `dir` resolved as for files.
+    /// See `transfer::upload`; `dir` resolved as for files. A local
+    /// directory must resolve inside the provider's `transfers.localRoot`
+    /// if it has one.
     pub async fn upload(
         &self,
         source: transfer::Source,
         dir: &str,
         overwrite: bool,
-        limits: transfer::Limits,
+        requested: transfer::Requested,
         cancel: CancellationToken,
     ) -> Result<Totals> {
+        let limits = self.transfers.limits(requested)?;
+        let source = match source {
+            transfer::Source::Directory(d) => {
+                transfer::Source::Directory(self.transfers.local_path("upload source", &d)?)
+            }
+            other => other,
+        };
         self.activity.report(&self.id);
         transfer::upload(&self.engine, &self.target, &cancel, source, &self.resolve(dir), overwrite, limits).await
     }

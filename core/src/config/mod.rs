@@ -77,6 +77,9 @@ pub struct ProviderConfig {
     /// Port-forward tunnels (`maxTunnels`, `maxTunnelsPerSandbox`,
     /// `tunnelIdleTimeoutMs`).
     pub(crate) tunnels: TunnelLimits,
+    /// Where transfers' local paths may be and the most they may ask
+    /// (`transfers`).
+    pub(crate) transfers: crate::transfer::Policy,
     /// Commands also travel in the exec URL, for the API server's audit log
     /// (`commandsInAuditLog`; env values never do).
     pub(crate) commands_in_audit_log: bool,
@@ -122,6 +125,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         .min(max_concurrent_execs);
     let limits = parse_limits(&mut f)?;
     let tunnels = parse_tunnels(&mut f)?;
+    let transfers = parse_transfers(&mut f)?;
     let commands_in_audit_log = f.get::<bool>("commandsInAuditLog")?.unwrap_or(false);
     if let Some(v) = f.raw("onEvent") {
         if v.as_str() != Some("function") {
@@ -145,6 +149,7 @@ pub fn parse(options: &Value) -> Result<ProviderConfig> {
         max_concurrent_execs_per_sandbox,
         limits,
         tunnels,
+        transfers,
         commands_in_audit_log,
         mode,
     })
@@ -183,6 +188,29 @@ fn parse_tunnels(f: &mut Fields<'_>) -> Result<TunnelLimits> {
         .positive_int("tunnelIdleTimeoutMs", crate::args::MAX_TIMEOUT_MS as u64)?
         .map_or(default.idle, Duration::from_millis);
     Ok(TunnelLimits { max, per_sandbox, idle })
+}
+
+/// `transfers: { localRoot, maxBytes, maxEntries }`. The root must be an
+/// existing directory, named by an absolute path; it is kept resolved.
+fn parse_transfers(f: &mut Fields<'_>) -> Result<crate::transfer::Policy> {
+    let mut policy = crate::transfer::Policy::default();
+    let Some(mut t) = f.object("transfers")? else { return Ok(policy) };
+    if let Some(root) = t.string("localRoot")? {
+        let path = std::path::Path::new(&root);
+        if !path.is_absolute() {
+            return Err(t.error("localRoot", "must be an absolute path"));
+        }
+        let real = std::fs::canonicalize(path).map_err(|e| t.error("localRoot", format!("cannot be resolved: {e}")))?;
+        if !real.is_dir() {
+            return Err(t.error("localRoot", "must be a directory"));
+        }
+        policy.local_root = Some(real);
+    }
+    let max = crate::args::MAX_SAFE_INTEGER as u64;
+    policy.max_bytes = t.positive_int("maxBytes", max)?;
+    policy.max_entries = t.positive_int("maxEntries", max)?;
+    t.finish()?;
+    Ok(policy)
 }
 
 /// Shortest accepted `ttlSeconds`: the TTL is moved forward about once a

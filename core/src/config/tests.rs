@@ -143,3 +143,32 @@ fn debug_output_hides_env_values() {
     .unwrap();
     assert!(!format!("{c:?}").contains("sk-secret"));
 }
+
+#[test]
+fn transfers() {
+    let with = |t: Value| json!({ "warmPool": "p", "transfers": t });
+    let tmp = std::env::temp_dir();
+    let c = parse(&with(json!({ "localRoot": tmp, "maxBytes": 1000, "maxEntries": 10 }))).unwrap();
+    assert_eq!(c.transfers.local_root, Some(std::fs::canonicalize(&tmp).unwrap()));
+    assert_eq!((c.transfers.max_bytes, c.transfers.max_entries), (Some(1000), Some(10)));
+    assert!(parse(&json!({ "warmPool": "p" })).unwrap().transfers.local_root.is_none());
+    let file = tmp.join(format!("config-transfers-{}", std::process::id()));
+    std::fs::write(&file, b"").unwrap();
+    for (bad, why) in [
+        (json!({ "localRoot": "relative/dir" }), "transfers.localRoot`: must be an absolute path"),
+        (json!({ "localRoot": "/no/such/dir" }), "transfers.localRoot`: cannot be resolved"),
+        (json!({ "localRoot": file }), "transfers.localRoot`: must be a directory"),
+        (json!({ "localRoot": "" }), "transfers.localRoot`: must not be empty"),
+        (json!({ "localRoot": 7 }), "transfers.localRoot"),
+        (json!({ "maxBytes": 0 }), "transfers.maxBytes`: must be an integer"),
+        (json!({ "maxBytes": 1e300 }), "transfers.maxBytes`: must be an integer"),
+        (json!({ "maxEntries": -1 }), "transfers.maxEntries`: must be an integer"),
+        (json!({ "maxEntries": "5" }), "transfers.maxEntries"),
+        (json!({ "bogus": 1 }), "unknown option `transfers.bogus`"),
+        (json!("/tmp"), "option `transfers` must be an object"),
+    ] {
+        let m = err(with(bad.clone()));
+        assert!(m.contains(why), "{bad}: {m}");
+    }
+    std::fs::remove_file(&file).unwrap();
+}

@@ -9,7 +9,7 @@
 //! passes through as slices of what was fed. Names are bytes from end to
 //! end: non-UTF-8, newlines and 255-byte names round-trip.
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 
 use tar::{EntryType, Header};
 
@@ -24,8 +24,17 @@ pub(crate) const RECORD: usize = 20 * BLOCK;
 /// The largest GNU long name or PAX record accepted (a path is at most 4095
 /// bytes; PAX may add a few other keys).
 pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
-/// Most bytes of symlink names [`Rules`] keep to refuse writes through them.
+/// Most bytes of symlink names and targets [`Rules`] keep (to refuse
+/// writes through them, and to resolve them at the end).
 pub(crate) const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
+/// Most links one resolution follows (Linux's own bound, `ELOOP`).
+pub(crate) const MAX_LINK_HOPS: u32 = 40;
+/// Most bytes of paths all of one archive's link resolutions may look up
+/// together (each lookup is an `lstat` on download, whose cost grows with
+/// the path): about 5 s of one core at worst. A workspace's 100,000 links
+/// need a few tens of MiB; a hostile archive of links through 2,000-deep
+/// paths would otherwise keep the host busy for minutes.
+pub(crate) const MAX_RESOLVE_BYTES: u64 = 256 * 1024 * 1024;
 /// Longest path Linux system calls take (`PATH_MAX` less its NUL).
 pub(crate) const PATH_BYTES: usize = 4095;
 /// Longest name of one path component (`NAME_MAX`).
@@ -330,16 +339,17 @@ pub(crate) fn shown(path: &[u8]) -> String {
 /// what the caller sends, `invalid_state` for what a sandbox sends).
 pub(crate) struct Rules {
     refuse: ErrorCode,
-    /// Symlinks the archive made (checked paths); nothing may be written
-    /// through them.
-    symlinks: HashSet<Vec<u8>>,
+    /// Symlinks the archive made (checked paths) and their targets: nothing
+    /// may be written through them, and each must resolve inside the tree
+    /// ([`Rules::finish`]). A later entry of the same path replaces one.
+    symlinks: BTreeMap<Vec<u8>, Vec<u8>>,
     symlink_bytes: usize,
 }
 
 impl Rules {
     /// Rules whose refusals carry `refuse`.
     pub(crate) fn new(refuse: ErrorCode) -> Self {
-        Rules { refuse, symlinks: HashSet::new(), symlink_bytes: 0 }
+        Rules { refuse, symlinks: BTreeMap::new(), symlink_bytes: 0 }
     }
 
     fn refused(&self, path: &[u8], why: &str) -> Error {
@@ -348,9 +358,10 @@ impl Rules {
 
     /// Checks `entry` and normalizes it in place; `Ok(false)` for an entry
     /// to skip (the root directory itself). Refuses absolute paths, `..`,
-    /// names Linux cannot hold, symlinks whose target leaves the tree, hard
-    /// links to outside or to a symlink, and anything under a symlink the
-    /// archive made. Drops setuid and setgid.
+    /// names Linux cannot hold, symlinks whose own target climbs out of the
+    /// tree, hard links to outside or to a symlink, and anything under a
+    /// symlink the archive made. Drops setuid and setgid. A symlink that
+    /// leaves the tree through other links is found by [`Rules::finish`].
     pub(crate) fn check(&mut self, entry: &mut Entry) -> Result<bool> {
         let raw = std::mem::take(&mut entry.path);
         entry.path = self.normalize(&raw)?;
@@ -383,14 +394,16 @@ impl Rules {
                         return Err(self.refused(&raw, "is a symlink that points out of the tree"));
                     }
                 }
-                self.symlink_bytes += entry.path.len();
+                self.symlink_bytes += entry.path.len() + entry.link.len();
                 if self.symlink_bytes > MAX_SYMLINK_NAME_BYTES {
                     return Err(Error::new(
                         ErrorCode::TooLarge,
-                        format!("the archive has more than {MAX_SYMLINK_NAME_BYTES} bytes of symlink names"),
+                        format!(
+                            "the archive has more than {MAX_SYMLINK_NAME_BYTES} bytes of symlink names and targets"
+                        ),
                     ));
                 }
-                self.symlinks.insert(entry.path.clone());
+                self.symlinks.insert(entry.path.clone(), entry.link.clone());
             }
             Kind::HardLink => {
                 let link = std::mem::take(&mut entry.link);
@@ -398,15 +411,37 @@ impl Rules {
                 if entry.link.is_empty() {
                     return Err(self.refused(&raw, "is a hard link to the target directory"));
                 }
-                if self.symlinks.contains(&entry.link) || self.under_symlink(&entry.link).is_some() {
+                if self.symlinks.contains_key(&entry.link) || self.under_symlink(&entry.link).is_some() {
                     return Err(self.refused(&raw, "is a hard link through or to a symlink of the archive"));
                 }
+                self.symlinks.remove(&entry.path);
             }
             Kind::File | Kind::Directory => {
                 self.symlinks.remove(&entry.path);
             }
         }
         Ok(true)
+    }
+
+    /// The archive's symlinks that stand at the end (path, target), by path.
+    pub(crate) fn symlinks(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.symlinks.iter().map(|(p, t)| (p.as_slice(), t.as_slice()))
+    }
+
+    /// Once the archive ended: refuses it if one of its symlinks resolves
+    /// out of the tree through the others (`a -> .` then `r -> a/../x`, in
+    /// either order, at any depth), judged on the archive alone (what the
+    /// upload sends; the download judges the tree on disk, see
+    /// [`escapes`]).
+    pub(crate) fn finish(&self) -> Result<()> {
+        let mut budget = MAX_RESOLVE_BYTES;
+        for path in self.symlinks.keys() {
+            let lookup = |at: &[u8]| Ok(self.symlinks.get(at).cloned());
+            if escapes(path, lookup, &mut budget)? {
+                return Err(self.refused(path, ESCAPES));
+            }
+        }
+        Ok(())
     }
 
     /// `raw` as a relative path of plain names (`./` and empty parts
@@ -445,7 +480,79 @@ impl Rules {
         if self.symlinks.is_empty() {
             return None;
         }
-        memchr::memchr_iter(b'/', path).map(|i| &path[..i]).find(|prefix| self.symlinks.contains(*prefix))
+        memchr::memchr_iter(b'/', path).map(|i| &path[..i]).find(|prefix| self.symlinks.contains_key(*prefix))
+    }
+}
+
+/// Why [`escapes`] refuses a symlink.
+pub(crate) const ESCAPES: &str =
+    "is a symlink that resolves out of the tree through other symlinks (or through over 40 of them)";
+
+/// Whether the symlink at `link` (a checked path in the tree) resolves out
+/// of the tree: its target is followed component by component, each one
+/// looked up with `lookup` (a path in the tree to the target of the symlink
+/// there, `None` for anything else, missing included), every symlink met on
+/// the way followed in turn. Out is an absolute target, a `..` above the
+/// root at any point (even one that comes back in: nothing outside is ever
+/// looked at), or more than [`MAX_LINK_HOPS`] links. What is missing is
+/// walked through by name: a directory made there later must not open a
+/// way out. `budget` counts the bytes of the paths looked up (what a lookup
+/// costs), shared by every resolution of one tree; spent, it is `too_large`.
+pub(crate) fn escapes(
+    link: &[u8],
+    mut lookup: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
+    budget: &mut u64,
+) -> Result<bool> {
+    // Where the walk is (a path from the root, and where each of its
+    // components starts), and what is left to walk, last component first.
+    let mut at = link.to_vec();
+    let mut starts: Vec<usize> = std::iter::once(0).chain(memchr::memchr_iter(b'/', link).map(|i| i + 1)).collect();
+    let mut left: Vec<Vec<u8>> = Vec::new();
+    let mut hops = 0;
+    let mut look = true;
+    loop {
+        if look {
+            *budget = budget.checked_sub(at.len() as u64 + 1).ok_or_else(|| {
+                Error::new(
+                    ErrorCode::TooLarge,
+                    format!("the archive's symlinks take over {MAX_RESOLVE_BYTES} bytes of lookups to resolve"),
+                )
+            })?;
+            if let Some(target) = lookup(&at)? {
+                hops += 1;
+                if hops > MAX_LINK_HOPS || target.starts_with(b"/") {
+                    return Ok(true);
+                }
+                up(&mut at, &mut starts);
+                left.extend(target.split(|b| *b == b'/').rev().map(<[u8]>::to_vec));
+            }
+        }
+        let Some(part) = left.pop() else { return Ok(false) };
+        look = false;
+        match part.as_slice() {
+            b"" | b"." => {}
+            b".." => {
+                if starts.is_empty() {
+                    return Ok(true);
+                }
+                up(&mut at, &mut starts);
+            }
+            _ => {
+                starts.push(if at.is_empty() { 0 } else { at.len() + 1 });
+                if !at.is_empty() {
+                    at.push(b'/');
+                }
+                at.extend_from_slice(&part);
+                look = true;
+            }
+        }
+    }
+}
+
+/// Drops the last component of `at` (whose components start at `starts`).
+fn up(at: &mut Vec<u8>, starts: &mut Vec<usize>) {
+    if let Some(start) = starts.pop() {
+        at.truncate(start.saturating_sub(1));
     }
 }
 
@@ -511,4 +618,4 @@ pub(crate) fn encode_end(written: u64, out: &mut Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

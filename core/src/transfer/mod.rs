@@ -25,6 +25,8 @@ mod archive;
 mod local;
 mod scripts;
 
+use std::path::{Path, PathBuf};
+
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -63,6 +65,90 @@ impl Default for Limits {
     }
 }
 
+/// The limits a caller asked for (`None`: the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requested {
+    /// `maxBytes`.
+    pub max_bytes: Option<u64>,
+    /// `maxEntries`.
+    pub max_entries: Option<u64>,
+}
+
+/// The provider's hold on transfers (option `transfers`): where the local
+/// paths of `upload` and `download` may be, and the most a call may ask.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Policy {
+    /// Canonical. Set, local sources and targets must resolve inside it.
+    pub(crate) local_root: Option<PathBuf>,
+    /// The largest `maxBytes` a call may ask (and the default when lower).
+    pub(crate) max_bytes: Option<u64>,
+    /// The largest `maxEntries` a call may ask (and the default when lower).
+    pub(crate) max_entries: Option<u64>,
+}
+
+impl Policy {
+    /// The limits of a transfer that asked for `requested`: over the
+    /// provider's is `invalid_request`.
+    pub(crate) fn limits(&self, requested: Requested) -> Result<Limits> {
+        let one = |name: &str, asked: Option<u64>, cap: Option<u64>, default: u64| match (asked, cap) {
+            (Some(n), Some(cap)) if n > cap => Err(Error::invalid_request(format!(
+                "{name} must be at most {cap} (the provider's transfers.{name}), got {n}; nothing was run"
+            ))),
+            (Some(n), _) => Ok(n),
+            (None, cap) => Ok(cap.map_or(default, |cap| cap.min(default))),
+        };
+        Ok(Limits {
+            max_bytes: one("maxBytes", requested.max_bytes, self.max_bytes, DEFAULT_MAX_BYTES)?,
+            max_entries: one("maxEntries", requested.max_entries, self.max_entries, DEFAULT_MAX_ENTRIES)?,
+        })
+    }
+
+    /// The local path `path` (`what` in messages) as the transfer uses it:
+    /// as given without a `localRoot`; with one, resolved (symlinks, `..`;
+    /// a missing end below its nearest existing directory) and inside the
+    /// root, else `invalid_request` before anything is read or written.
+    pub(crate) fn local_path(&self, what: &str, path: &Path) -> Result<PathBuf> {
+        let Some(root) = &self.local_root else { return Ok(path.to_path_buf()) };
+        let outside = || {
+            Error::invalid_request(format!(
+                "{what} {} does not resolve inside the provider's transfers.localRoot {}; nothing was read or written",
+                quoted(&path.display().to_string()),
+                quoted(&root.display().to_string())
+            ))
+        };
+        let real = resolved(path).ok_or_else(outside)?;
+        if real.starts_with(root) {
+            Ok(real)
+        } else {
+            Err(outside())
+        }
+    }
+}
+
+/// `path` with its symlinks and `..` resolved; a missing end (plain names
+/// only, none of them a dangling symlink) appended to its nearest existing
+/// directory, resolved. `None` when that cannot be said.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(mut real) = std::fs::canonicalize(at) {
+            real.extend(missing.iter().rev());
+            return Some(real);
+        }
+        // Something that exists but does not resolve: a dangling or looping symlink.
+        if std::fs::symlink_metadata(at).is_ok() {
+            return None;
+        }
+        let Some(std::path::Component::Normal(name)) = at.components().next_back() else { return None };
+        missing.push(name);
+        at = match at.parent()? {
+            p if p.as_os_str().is_empty() => Path::new("."),
+            p => p,
+        };
+    }
+}
+
 /// What a transfer moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -88,7 +174,7 @@ impl Totals {
 /// What an upload sends.
 pub enum Source {
     /// A local directory's tree (unix only).
-    Directory(std::path::PathBuf),
+    Directory(PathBuf),
     /// A whole tar archive.
     Bytes(Bytes),
     /// A tar archive as it comes; the sender's drop ends it.
@@ -152,9 +238,10 @@ pub(crate) async fn download(
 }
 
 /// [`download`] extracted into the local directory `to` (created if
-/// missing) by [`local::Extractor`]: the archive is hostile, a refused
-/// entry is `invalid_state` and stops the transfer (what came before it
-/// stays).
+/// missing; one that is not empty needs `overwrite`, else `invalid_state`
+/// with nothing run) by [`local::Extractor`]: the archive is hostile, a
+/// refused entry is `invalid_state` and stops the transfer (what came
+/// before it stays, symlinks excepted: they are made only at the end).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn download_to(
     engine: &ExecEngine,
@@ -163,10 +250,11 @@ pub(crate) async fn download_to(
     path: &str,
     exclude: &[String],
     limits: Limits,
-    to: std::path::PathBuf,
+    to: PathBuf,
+    overwrite: bool,
 ) -> Result<Totals> {
     check_args(path, exclude)?;
-    let mut extractor = local::Extractor::new(&to, limits)?;
+    let mut extractor = local::Extractor::new(&to, limits, overwrite)?;
     let (tx, mut rx) = mpsc::channel::<Bytes>(DEPTH);
     let extract = tokio::task::spawn_blocking(move || {
         while let Some(chunk) = rx.blocking_recv() {
@@ -201,7 +289,7 @@ pub(crate) async fn upload(
 ) -> Result<Totals> {
     crate::files::check_path(dir)?;
     match &source {
-        Source::Directory(root) => local::walk(root, limits, &mut |_, _| Ok(())).map(drop)?,
+        Source::Directory(root) => local::walk(root, limits, &mut |_, _, _| Ok(())).map(drop)?,
         Source::Bytes(bytes) => check_bytes(bytes, limits)?,
         Source::Stream(_) => {}
     }
@@ -406,7 +494,7 @@ async fn produce(source: Source, limits: Limits, mut framer: Framer) -> Result<T
                 reencoder.feed(piece, &mut out, &mut totals)?;
                 framer.push(&out).await?;
             }
-            reencoder.parser.finish()?;
+            reencoder.finish()?;
         }
         Source::Stream(mut pieces) => {
             let mut reencoder = Reencoder::new(limits);
@@ -415,7 +503,7 @@ async fn produce(source: Source, limits: Limits, mut framer: Framer) -> Result<T
                 reencoder.feed(&piece, &mut out, &mut totals)?;
                 framer.push(&out).await?;
             }
-            reencoder.parser.finish()?;
+            reencoder.finish()?;
         }
     }
     framer.finish().await?;
@@ -430,7 +518,7 @@ fn check_bytes(bytes: &[u8], limits: Limits) -> Result<()> {
         reencoder.feed(piece, &mut out, &mut Totals::default())?;
         out.clear();
     }
-    reencoder.parser.finish()
+    reencoder.finish()
 }
 
 /// An archive in, the checked entries re-encoded out.
@@ -482,11 +570,71 @@ impl Reencoder {
             Ok(())
         })
     }
+
+    /// Checks the archive's end, then its symlinks as a whole.
+    fn finish(&self) -> Result<()> {
+        self.parser.finish()?;
+        self.rules.finish()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_provider_caps_and_lowers_the_limits() {
+        let ask = |max_bytes, max_entries| Requested { max_bytes, max_entries };
+        let open = Policy::default();
+        let l = open.limits(ask(None, None)).unwrap();
+        assert_eq!((l.max_bytes, l.max_entries), (DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES));
+        assert_eq!(open.limits(ask(Some(1 << 50), None)).unwrap().max_bytes, 1 << 50);
+        let held = Policy { max_bytes: Some(1_000_000), max_entries: Some(u64::MAX), ..Policy::default() };
+        let l = held.limits(ask(None, None)).unwrap();
+        assert_eq!((l.max_bytes, l.max_entries), (1_000_000, DEFAULT_MAX_ENTRIES), "lower is the default");
+        assert_eq!(held.limits(ask(Some(1_000_000), Some(5))).unwrap().max_bytes, 1_000_000);
+        let e = held.limits(ask(Some(1_000_000_000), None)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("transfers.maxBytes"), "{}", e.message);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn local_paths_must_resolve_inside_the_root() {
+        let base = std::env::temp_dir().join(format!("transfer-root-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("in")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), root.join("link-out")).unwrap();
+        std::os::unix::fs::symlink("in", root.join("link-in")).unwrap();
+        std::os::unix::fs::symlink(base.join("nowhere"), root.join("dangling")).unwrap();
+        let real = std::fs::canonicalize(&root).unwrap();
+        let policy = Policy { local_root: Some(real.clone()), ..Policy::default() };
+        let ok = |p: PathBuf| policy.local_path("download target", &p).unwrap();
+        assert_eq!(ok(root.join("in")), real.join("in"));
+        assert_eq!(ok(root.join("link-in/new/deeper")), real.join("in/new/deeper"));
+        assert_eq!(ok(root.join("in/../in2")), real.join("in2"));
+        for bad in [
+            PathBuf::from("/etc"),
+            root.join("../elsewhere"),
+            root.join("../x"),
+            root.join("link-out"),
+            root.join("link-out/new"),
+            root.join("missing/../../x"),
+            root.join("dangling"),
+            root.join("dangling/x"),
+            base.join("elsewhere-new"),
+        ] {
+            let e = policy.local_path("download target", &bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{}", bad.display());
+            assert!(e.message.contains("transfers.localRoot"), "{}", e.message);
+        }
+        assert!(!base.join("x").exists() && !base.join("elsewhere-new").exists());
+        // Without a root, paths are the caller's, as given.
+        assert_eq!(Policy::default().local_path("to", Path::new("../x")).unwrap(), PathBuf::from("../x"));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn exit_codes_name_the_problem() {

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn entry(path: &[u8], kind: Kind, link: &[u8], size: u64) -> Entry {
+pub(crate) fn entry(path: &[u8], kind: Kind, link: &[u8], size: u64) -> Entry {
     Entry { path: path.to_vec(), link: link.to_vec(), kind, mode: 0o644, size, mtime: 1_700_000_000 }
 }
 
@@ -20,7 +20,8 @@ fn archive(entries: &[Entry]) -> Vec<u8> {
     out
 }
 
-/// Parses `data` fed in pieces of `piece` bytes, applying `rules` if given.
+/// Parses `data` fed in pieces of `piece` bytes, applying `rules` (to
+/// each entry, then [`Rules::finish`]) if given.
 fn parse(data: &[u8], piece: usize, mut rules: Option<&mut Rules>) -> Result<Vec<(Entry, Vec<u8>)>> {
     let mut parser = Parser::new(1000, 1 << 30);
     let mut got: Vec<(Entry, Vec<u8>)> = Vec::new();
@@ -41,6 +42,9 @@ fn parse(data: &[u8], piece: usize, mut rules: Option<&mut Rules>) -> Result<Vec
         })?;
     }
     parser.finish()?;
+    if let Some(r) = rules {
+        r.finish()?;
+    }
     Ok(got)
 }
 
@@ -107,6 +111,50 @@ fn each_hostile_entry_is_refused() {
     ];
     // ...but not a write under it while it is one: here it was replaced first.
     parse(&archive(&ok), 512, Some(&mut Rules::new(ErrorCode::InvalidRequest))).unwrap();
+}
+
+/// Trees of the security review (F1) whose symlinks each stay in the tree
+/// by their own text but resolve out of it through another one, to
+/// `outside/secret` beside the tree (or `outside`). Also used by the
+/// extraction's tests (`local.rs`).
+pub(crate) fn escaping_trees() -> Vec<(&'static str, Vec<Entry>)> {
+    let link = |path: &[u8], target: &[u8]| entry(path, Kind::Symlink, target, 0);
+    let dir = |path: &[u8]| entry(path, Kind::Directory, b"", 0);
+    let deep_target = [b"a/".repeat(16), b"../".repeat(16), b"outside/secret".to_vec()].concat();
+    vec![
+        ("a chain", vec![link(b"a", b"."), link(b"r", b"a/../outside/secret")]),
+        ("a chain, reversed", vec![link(b"r", b"a/../outside/secret"), link(b"a", b".")]),
+        ("nested", vec![dir(b"x"), dir(b"x/y"), link(b"x/y/up", b"../.."), link(b"n", b"x/y/up/../outside/secret")]),
+        ("a directory link", vec![link(b"a", b"."), link(b"d", b"a/../outside")]),
+        ("deep", vec![link(b"a", b"."), link(b"report.html", &deep_target)]),
+        ("a link to one that escapes", vec![link(b"a", b"."), link(b"r", b"a/../outside/secret"), link(b"s", b"r")]),
+        ("a loop", vec![link(b"p", b"q"), link(b"q", b"p")]),
+    ]
+}
+
+/// Relative links that stay inside, as a workspace holds them (five links,
+/// one file of 3 bytes; `b` reads it through `a -> .`, `c` and `dangling`
+/// lead nowhere). Also used by the extraction's tests.
+pub(crate) fn staying_tree() -> Vec<Entry> {
+    let link = |path: &[u8], target: &[u8]| entry(path, Kind::Symlink, target, 0);
+    vec![
+        entry(b"node_modules/typescript/bin/tsc", Kind::File, b"", 3),
+        link(b"node_modules/.bin/tsc", b"../typescript/bin/tsc"),
+        link(b"a", b"."),
+        link(b"b", b"a/a/node_modules/.bin/tsc"),
+        link(b"c", b"a/missing/../b"),
+        link(b"dangling", b"no/such/file"),
+    ]
+}
+
+#[test]
+fn symlinks_that_leave_through_other_symlinks_are_refused() {
+    for (name, entries) in escaping_trees() {
+        let e = refused(&entries);
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{name}: {}", e.message);
+        assert!(e.message.contains("resolves out of the tree"), "{name}: {}", e.message);
+    }
+    parse(&archive(&staying_tree()), 512, Some(&mut Rules::new(ErrorCode::InvalidRequest))).unwrap();
 }
 
 #[test]
@@ -208,4 +256,16 @@ proptest! {
     fn random_bytes_never_panic(data in prop::collection::vec(prop::num::u8::ANY, 0..4096), piece in 1usize..600) {
         let _ = parse(&data, piece, Some(&mut Rules::new(ErrorCode::InvalidRequest)));
     }
+}
+
+#[test]
+fn resolving_is_paid_by_the_bytes_looked_up() {
+    // One link through 2,000 plain names: lookups of 1, 3, ... 3,999 bytes (4 MB in all).
+    let target = b"x/".repeat(2000);
+    let lookup = |p: &[u8]| Ok((p == b"l").then(|| target.clone()));
+    let mut budget = 5_000_000;
+    assert!(!escapes(b"l", lookup, &mut budget).unwrap());
+    assert!(budget < 1_000_000, "{budget} left");
+    let e = escapes(b"l", lookup, &mut budget).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TooLarge, "{}", e.message);
 }
