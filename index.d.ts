@@ -558,7 +558,7 @@ export interface TerminalOptions {
   command?: string;
   /** Working directory; default the sandbox's cwd. */
   cwd?: string;
-  /** Extra environment; `TERM` defaults to `xterm-256color`. */
+  /** Extra environment, as for {@link ExecOptions.env}; `TERM` defaults to `xterm-256color`. */
   env?: Record<string, string | number | boolean | undefined>;
   /** Initial size, 1..4096 each (default 80 x 24), applied before the program reads its first byte. */
   cols?: number;
@@ -598,7 +598,7 @@ export interface SandboxTerminal {
 export interface ExecOptions {
   /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
-  /** Extra environment (the host's is never passed; `AGENT_SANDBOX_*` names are the provider's: `invalid_request`). */
+  /** Extra environment (the host's is never passed): every other shell identifier reaches the command exactly, also as its child processes' environment; `AGENT_SANDBOX_*` names are the provider's and `IFS`, `LINENO`, `OPTIND`, `PPID`, `PWD` the shell's own (it sets them when it starts; `cwd` chooses the directory): `invalid_request`. */
   env?: Record<string, string>;
   /** Kill after this many ms (at most the provider's `limits.maxTimeoutMs`); 0 or undefined: no timeout. */
   timeoutMs?: number;
@@ -629,7 +629,7 @@ export interface ExecOptions {
 export interface SpawnOptions {
   /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
-  /** Extra environment (the host's is never passed). */
+  /** Extra environment, as for {@link ExecOptions.env}. */
   env?: Record<string, string>;
   /** Bytes for stdin, then EOF; or `true` to keep stdin open for {@link SandboxProcess.writeStdin}. Default: EOF at once. */
   stdin?: string | Uint8Array | true;

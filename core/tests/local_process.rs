@@ -440,3 +440,15 @@ async fn commands_cwds_and_env_values_are_in_no_argv() {
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert_eq!(exit.exit_code, Some(0));
 }
+
+#[tokio::test]
+async fn every_env_name_a_caller_may_set_reaches_the_spawned_command_exactly() {
+    let (engine, dir) = local_engine("p-envnames");
+    let env = common::every_env_name();
+    let mut req = spawn_req(&common::print_env_command(&env), &dir);
+    req.env = env.clone();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
+    let (stdout, stderr, _, exit) = follow_all(&engine, &p.id, None).await;
+    assert_eq!((exit.exit_code, stderr.as_str()), (Some(0), ""));
+    assert_eq!(stdout, String::from_utf8_lossy(&common::printed_env(&env)));
+}
