@@ -457,7 +457,7 @@ export interface Sandbox {
   process(id: string, options?: CallOptions): Promise<SandboxProcess | undefined>;
   /**
    * Every process the sandbox keeps (running, or exited within the last hour; at most 64 exited
-   * ones), in start order, with at most 64 KiB of each command; `too_large` past 1,000.
+   * ones), in start order, with at most 16 KiB of each command; `too_large` past 1,000.
    */
   processes(options?: CallOptions): Promise<ProcessInfo[]>;
   /**
