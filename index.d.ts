@@ -295,7 +295,10 @@ export interface ClaimOptions {
 export interface SandboxOptions {
   /** Container image (needs `/bin/sh`, GNU coreutils). */
   image: string;
-  /** Requests = limits, as Kubernetes quantities. */
+  /**
+   * Requests = limits, as Kubernetes quantities. A number is cores (whole millicores) or bytes
+   * (whole), from 0 to 2^53 - 1; anything else is `config`: write larger ones as strings (`"64Gi"`).
+   */
   resources?: { cpu?: string | number; memory?: string | number; ephemeralStorage?: string | number };
   /** Pod runtime class (e.g. gVisor, Kata). */
   runtimeClassName?: string;
@@ -378,7 +381,10 @@ export interface SandboxError extends Error {
   code: ErrorCode;
 }
 
-/** A connected sandbox: commands and files in the pod, over pods/exec. */
+/**
+ * A connected sandbox: commands and files in the pod, over pods/exec. Every method's `options`
+ * (here and on {@link SandboxProcess}) may also be `null`, meaning none; a non-object is `invalid_request`.
+ */
 export interface Sandbox {
   /** Working directory (absolute). */
   readonly cwd: string;

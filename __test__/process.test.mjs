@@ -223,7 +223,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     ]) {
       await assert.rejects(sandbox.spawn(command, { cwd: dir, ...options }), { code: "invalid_request" }, JSON.stringify([command, options]));
     }
-    await assert.rejects(sandbox.spawn("touch ran", null), { code: "invalid_request" });
+    await assert.rejects(sandbox.spawn("touch ran", []), { code: "invalid_request" });
     await assert.rejects(sandbox.spawn("touch ran", { cwd: `${dir}/missing` }), { code: "not_found" });
     assert.deepEqual(await sandbox.readdir(dir), []);
     const p = await sandbox.spawn("true");
