@@ -333,7 +333,10 @@ export interface ClaimOptions {
 export interface SandboxOptions {
   /** Container image (needs `/bin/sh`, GNU coreutils). */
   image: string;
-  /** Requests = limits, as Kubernetes quantities. */
+  /**
+   * Requests = limits, as Kubernetes quantities. A number is cores (whole millicores) or bytes
+   * (whole), from 0 to 2^53 - 1; anything else is `config`: write larger ones as strings (`"64Gi"`).
+   */
   resources?: { cpu?: string | number; memory?: string | number; ephemeralStorage?: string | number };
   /** Pod runtime class (e.g. gVisor, Kata). */
   runtimeClassName?: string;
@@ -416,7 +419,10 @@ export interface SandboxError extends Error {
   code: ErrorCode;
 }
 
-/** A connected sandbox: commands and files in the pod, over pods/exec. */
+/**
+ * A connected sandbox: commands and files in the pod, over pods/exec. Every method's `options`
+ * (here and on {@link SandboxProcess}) may also be `null`, meaning none; a non-object is `invalid_request`.
+ */
 export interface Sandbox {
   /** Working directory (absolute). */
   readonly cwd: string;
@@ -497,7 +503,7 @@ export interface Sandbox {
   process(id: string, options?: CallOptions): Promise<SandboxProcess | undefined>;
   /**
    * Every process the sandbox keeps (running, or exited within the last hour; at most 64 exited
-   * ones), in start order, with at most 64 KiB of each command; `too_large` past 1,000.
+   * ones), in start order, with at most 16 KiB of each command; `too_large` past 1,000.
    */
   processes(options?: CallOptions): Promise<ProcessInfo[]>;
   /**
@@ -612,7 +618,7 @@ export interface TerminalOptions {
   command?: string;
   /** Working directory; default the sandbox's cwd. */
   cwd?: string;
-  /** Extra environment; `TERM` defaults to `xterm-256color`. */
+  /** Extra environment, as for {@link ExecOptions.env}; `TERM` defaults to `xterm-256color`. */
   env?: Record<string, string | number | boolean | undefined>;
   /** Initial size, 1..4096 each (default 80 x 24), applied before the program reads its first byte. */
   cols?: number;
@@ -652,7 +658,7 @@ export interface SandboxTerminal {
 export interface ExecOptions {
   /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
-  /** Extra environment (the host's is never passed; `AGENT_SANDBOX_*` names are the provider's: `invalid_request`). */
+  /** Extra environment (the host's is never passed): every other shell identifier reaches the command exactly, also as its child processes' environment; `AGENT_SANDBOX_*` names are the provider's and `IFS`, `LINENO`, `OPTIND`, `PPID`, `PWD` the shell's own (it sets them when it starts; `cwd` chooses the directory): `invalid_request`. */
   env?: Record<string, string>;
   /** Kill after this many ms (at most the provider's `limits.maxTimeoutMs`); 0 or undefined: no timeout. */
   timeoutMs?: number;
@@ -683,7 +689,7 @@ export interface ExecOptions {
 export interface SpawnOptions {
   /** Working directory; relative to the sandbox's `cwd`. Default: the sandbox's `cwd`. */
   cwd?: string;
-  /** Extra environment (the host's is never passed). */
+  /** Extra environment, as for {@link ExecOptions.env}. */
   env?: Record<string, string>;
   /** Bytes for stdin, then EOF; or `true` to keep stdin open for {@link SandboxProcess.writeStdin}. Default: EOF at once. */
   stdin?: string | Uint8Array | true;

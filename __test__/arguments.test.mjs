@@ -12,7 +12,9 @@ import { openSandbox, scratchDir } from "./sandbox-fixture.mjs";
 const NOT_STRING = [undefined, null, 0, 1.5, true, 10n, Symbol("s"), [], {}, () => "x", new Uint8Array(1)];
 const BAD_COUNT = [-1, 1.5, NaN, Infinity, -Infinity, 2 ** 53, 1e300, Number.MAX_VALUE, "10", true, {}, [], 10n];
 const BAD_TIMEOUT = [-1, NaN, Infinity, 1e23, Number.MAX_VALUE, 1e300, "100", true, {}, [], 10n];
-const NOT_OBJECT = [0, "x", true, 10n, Symbol("s"), () => 1];
+const NOT_OBJECT = [0, "x", true, 10n, Symbol("s"), () => 1, []];
+/** Never a valid number for any numeric option or argument (fractions: see below). */
+const HOSTILE_NUMBERS = [1e300, 2 ** 64, Number.MAX_VALUE, NaN, Infinity, -Infinity, -1, -0.5, "1", true, {}, [], 10n, Symbol("n")];
 
 describe("bad arguments", { skip, timeout: 600_000 }, () => {
   /** @type {Awaited<ReturnType<typeof openSandbox>>} */
@@ -53,7 +55,7 @@ describe("bad arguments", { skip, timeout: 600_000 }, () => {
 
   test("exec: command, options and each option", async () => {
     for (const v of NOT_STRING) await rejects(`exec(${show(v)})`, () => s.exec(v, { cwd: dir }));
-    for (const v of [...NOT_OBJECT, null]) await rejects(`exec options ${show(v)}`, () => s.exec(touch(), v));
+    for (const v of NOT_OBJECT) await rejects(`exec options ${show(v)}`, () => s.exec(touch(), v));
     const cases = {
       cwd: [0, true, 10n, Symbol("s"), {}, [], () => 1],
       env: [0, "x", true, [], { A: {} }, { A: [] }, { A: Symbol("s") }, { A: () => 1 }, { A: 1n }, { "B-AD": "x" }, { "": "x" }, { A: "a\0b" }],
@@ -76,7 +78,7 @@ describe("bad arguments", { skip, timeout: 600_000 }, () => {
 
   test("spawn, process(id) and the process handle's methods", async () => {
     for (const v of NOT_STRING) await rejects(`spawn(${show(v)})`, () => s.spawn(v));
-    for (const v of [...NOT_OBJECT, null]) await rejects(`spawn options ${show(v)}`, () => s.spawn(touch(), v));
+    for (const v of NOT_OBJECT) await rejects(`spawn options ${show(v)}`, () => s.spawn(touch(), v));
     const cases = {
       cwd: [0, {}, []],
       env: [0, "x", { A: {} }, { "B-AD": "x" }],
@@ -127,6 +129,95 @@ describe("bad arguments", { skip, timeout: 600_000 }, () => {
       await rejects(`readFile length ${show(v)}`, () => s.readFile(`${dir}/f`, { length: v }));
     }
     assert.deepEqual(await s.readdir(dir), [], "nothing was written");
+  });
+
+  test("one rule for the options argument of every method: null is no options, a non-object is invalid_request", async () => {
+    const files = await scratchDir(s, "args-null");
+    await s.writeFile(`${files}/f`, "x");
+    const done = await s.spawn("true");
+    await done.wait();
+    /** Every method that takes options, with arguments that make the call itself harmless. */
+    const methods = {
+      exec: (o) => s.exec("true", o),
+      spawn: (o) => s.spawn("true", o),
+      terminal: (o) => s.terminal(o),
+      process: (o) => s.process("00000000000000000000", o),
+      processes: (o) => s.processes(o),
+      readFile: (o) => s.readFile(`${files}/f`, o),
+      writeFile: (o) => s.writeFile(`${files}/f`, "x", o),
+      mkdir: (o) => s.mkdir(`${files}/d`, o),
+      stat: (o) => s.stat(`${files}/f`, o),
+      readdir: (o) => s.readdir(files, o),
+      readdirBytes: (o) => s.readdirBytes(files, o),
+      exists: (o) => s.exists(`${files}/f`, o),
+      remove: (o) => s.remove(`${files}/missing`, o),
+      usage: (o) => s.usage(o),
+      upload: (o) => s.upload(new Uint8Array(1024), `${files}/up`, o),
+      download: (o) => s.download(`${files}/d`, o),
+      listeningPorts: (o) => s.listeningPorts(o),
+      forward: (o) => s.forward(1, o),
+      poll: (o) => done.poll(undefined, o),
+      follow: (o) => done.follow(o),
+      wait: (o) => done.wait(o),
+      writeStdin: (o) => done.writeStdin("x", o),
+      closeStdin: (o) => done.closeStdin(o),
+      kill: (o) => done.kill("TERM", o),
+    };
+    const outcome = async (call) => {
+      try {
+        const r = await call();
+        r?.destroy?.();
+        return "resolved";
+      } catch (e) {
+        return `${e?.code}: ${e?.message}`;
+      }
+    };
+    for (const [name, call] of Object.entries(methods)) {
+      assert.equal(await outcome(() => call(null)), await outcome(() => call(undefined)), `${name}(…, null) is ${name}(…)`);
+      for (const v of NOT_OBJECT) {
+        await assert.rejects(
+          (async () => call(v))(),
+          (e) => e?.code === "invalid_request" && /options must be an object/.test(e.message),
+          `${name} options ${show(v)}`,
+        );
+      }
+    }
+  });
+
+  test("the same hostile numbers through every numeric option and argument: invalid_request, nothing runs", async () => {
+    const files = await scratchDir(s, "args-numbers");
+    await s.writeFile(`${files}/f`, "x");
+    const p = await s.spawn("cat", { stdin: true });
+    const onData = () => {};
+    /** [what, call, whether a fraction means nothing there] */
+    const options = [
+      ["exec timeoutMs", (v) => s.exec(touch(), { cwd: dir, timeoutMs: v }), false],
+      ["exec maxOutputBytes", (v) => s.exec(touch(), { cwd: dir, maxOutputBytes: v }), true],
+      ["spawn timeoutMs", (v) => s.spawn(touch(), { cwd: dir, timeoutMs: v }), false],
+      ["spawn maxOutputBytes", (v) => s.spawn(touch(), { cwd: dir, maxOutputBytes: v }), true],
+      ["terminal timeoutMs", (v) => s.terminal({ command: touch(), cwd: dir, onData, timeoutMs: v }), false],
+      ["terminal cols", (v) => s.terminal({ command: touch(), cwd: dir, onData, cols: v }), true],
+      ["terminal rows", (v) => s.terminal({ command: touch(), cwd: dir, onData, rows: v }), true],
+      ["readFile maxBytes", (v) => s.readFile(`${files}/f`, { maxBytes: v }), true],
+      ["readFile offset", (v) => s.readFile(`${files}/f`, { offset: v }), true],
+      ["readFile length", (v) => s.readFile(`${files}/f`, { length: v }), true],
+      ["usage sampleMs", (v) => s.usage({ sampleMs: v }), true],
+      ["upload maxBytes", (v) => s.upload(new Uint8Array(1024), dir, { maxBytes: v }), true],
+      ["upload maxEntries", (v) => s.upload(new Uint8Array(1024), dir, { maxEntries: v }), true],
+      ["download maxBytes", (v) => s.download(files, { maxBytes: v }), true],
+      ["download maxEntries", (v) => s.download(files, { maxEntries: v }), true],
+      ["forward port", (v) => s.forward(v, { verify: false }), true],
+      ["forward localPort", (v) => s.forward(1, { verify: false, localPort: v }), true],
+      ["fetch port", (v) => s.fetch(v, "/"), true],
+      ["url port", (v) => s.url(v), true],
+      ["poll after", (v) => p.poll(v), true],
+      ["follow after", (v) => p.follow({ after: v }), true],
+    ];
+    for (const [what, call, whole] of options) {
+      for (const v of whole ? [...HOSTILE_NUMBERS, 1.5] : HOSTILE_NUMBERS) await rejects(`${what}: ${show(v)}`, () => call(v));
+    }
+    assert.deepEqual(await s.readdir(dir), [], "nothing ran, nothing was uploaded");
+    await p.kill("KILL");
   });
 
   test("the extreme values that used to abort the process are errors in a child that then exits normally", async () => {

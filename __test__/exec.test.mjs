@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import { after, before, describe, test } from "node:test";
 import { apiserver, getObject, kubectl, objectName, skip } from "./cluster.mjs";
+import { everyEnvName, printEnvCommand, printedEnv } from "./env-names.mjs";
 import { allBytes, openSandbox, sandboxChild, scratchDir, sh, waitGone } from "./sandbox-fixture.mjs";
 
 describe("exec", { skip, timeout: 600_000 }, () => {
@@ -75,9 +76,19 @@ describe("exec", { skip, timeout: 600_000 }, () => {
     }
   });
 
+  test("every env name a caller may set reaches the command and its children exactly: one-letter names, PATH, HOME, OLDPWD...", async () => {
+    const env = everyEnvName();
+    const r = await sandbox.exec(printEnvCommand(env), { cwd: "/", env });
+    assert.equal(r.stderr, "");
+    assert.equal(r.stdout, printedEnv(env));
+    // The issue's own case, through the interface a caller uses.
+    assert.equal((await sandbox.exec('echo "[$P]"', { env: { P: "val" } })).stdout, "[val]\n");
+  });
+
   test("an invalid env name is rejected with invalid_request naming it, and nothing runs", async () => {
     const dir = await scratchDir(sandbox, "badenv");
-    for (const name of ["BAD-NAME", "1X", "A B", ""]) {
+    // The last six are reserved: the provider's kill marker, and what the shell sets itself.
+    for (const name of ["BAD-NAME", "1X", "A B", "", "AGENT_SANDBOX_RUN", "IFS", "PWD", "PPID", "OPTIND", "LINENO"]) {
       await assert.rejects(
         sandbox.exec("touch ran", { cwd: dir, env: { OK: "1", [name]: "x" } }),
         (e) => e.code === "invalid_request" && e.message.includes(JSON.stringify(name)),

@@ -113,6 +113,38 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     });
   });
 
+  test("processes() after the sandbox rewrote its process files (a 1 GiB command, record and exit file): the real entries, clean", async () => {
+    const proc = await a.sandbox.spawn("sleep 600");
+    const done = await a.sandbox.spawn("echo done");
+    await done.wait();
+    const root = (await sh(a.sandbox, 'echo "${TMPDIR:-/tmp}/.agent-sandbox/proc"')).trim();
+    // Grown to 1 GiB by NULs (sparse: no disk). Then forged entries: a 1 GiB
+    // record without a newline, a pid past u32, a FIFO for a command, a
+    // command with forged end markers.
+    const forged = ["0000000000000000000a", "0000000000000000000b", "0000000000000000000c", "0000000000000000000d"];
+    await sh(
+      a.sandbox,
+      `cd ${root} && truncate -s 1G ${proc.id}/c ${done.id}/x && read -r p w ws r1 r2 h cap at n < ${proc.id}/p &&
+       mkdir ${forged.join(" ")} && truncate -s 1G ${forged[0]}/p &&
+       echo "99999999999 $w $ws $r1 $r2 $h $cap $at $n" > ${forged[1]}/p &&
+       cp ${proc.id}/p ${forged[2]}/p && mkfifo ${forged[2]}/c &&
+       cp ${proc.id}/p ${forged[3]}/p && printf 'x\\0.\\n\\0more\\n\\0' > ${forged[3]}/c`,
+    );
+    const list = await a.sandbox.processes();
+    const byId = new Map(list.map((p) => [p.id, p]));
+    assert.equal(byId.get(proc.id)?.command, "sleep 600", "a command followed by 1 GiB of NULs ends at the first");
+    assert.equal(byId.get(proc.id)?.exited, false);
+    assert.equal(byId.get(done.id)?.command, "echo done");
+    assert.equal(byId.get(forged[0]), undefined, "a 1 GiB record is no record");
+    assert.equal(byId.get(forged[1]), undefined, "a pid past u32 is no entry");
+    assert.equal(byId.get(forged[2])?.command, "", "a FIFO is not opened");
+    assert.equal(byId.get(forged[3])?.command, "x");
+    for (const p of list) assert.ok(!p.command.includes("\0"), p.id);
+    assert.equal((await a.sandbox.process(proc.id))?.pid, proc.pid);
+    await proc.kill("KILL");
+    await sh(a.sandbox, `cd ${root} && rm -rf ${forged.join(" ")}`);
+  });
+
   test("40 never-ending calls in one sandbox leave another sandbox's calls served", async () => {
     await sh(a.sandbox, `mkfifo ${dir}/fifo`);
     // The file API refuses to read a FIFO at once instead of being held by it.

@@ -262,6 +262,28 @@ test("direct-mode sandbox options are validated", () => {
   for (const profile of ["restricted", "baseline"]) agentSandboxProvider(direct({ image: "i", securityProfile: profile }));
 });
 
+test("every numeric quantity: hostile numbers are `config` naming the option; plain ones are taken", () => {
+  const options = (path, value) => {
+    const sandbox = { image: "i", resources: {}, volume: { size: "1Gi" } };
+    if (path === "volume.size") sandbox.volume.size = value;
+    else sandbox.resources[path.split(".")[1]] = value;
+    return { suspend: "none", sandbox };
+  };
+  const paths = ["resources.cpu", "resources.memory", "resources.ephemeralStorage", "volume.size"];
+  const hostile = [1e300, 2 ** 64, 2 ** 53, Number.MAX_VALUE, NaN, Infinity, -Infinity, -1, -0.5, 1e-300];
+  for (const path of paths) {
+    for (const value of hostile) configError(options(path, value), `\`sandbox.${path}\``);
+    // A fraction of a byte means nothing; of a core, down to a millicore.
+    if (path === "resources.cpu") {
+      configError(options(path, 0.0005), "`sandbox.resources.cpu`", "millicores");
+      agentSandboxProvider(options(path, 0.25));
+    } else {
+      configError(options(path, 1.5), `\`sandbox.${path}\``, "whole bytes");
+    }
+    for (const value of [0, 2, 2 ** 30, 2 ** 53 - 1, "64Gi"]) agentSandboxProvider(options(path, value));
+  }
+});
+
 test('suspend "pod" without a volume at cwd is refused with the fix', () => {
   configError({ sandbox: { image: "i" } }, "sandbox.volume", 'suspend: "none"');
   configError({ sandbox: { image: "i", volume: { size: "1Gi", path: "/data" } } }, '"/workspace"');

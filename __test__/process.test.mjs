@@ -12,6 +12,7 @@ import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { actorId, apiserver, getObject, namespace, objectName, serverPort as port, skip } from "./cluster.mjs";
+import { everyEnvName, printEnvCommand, printedEnv } from "./env-names.mjs";
 import { openSandbox, sandboxChild, scratchDir, sh, waitGone } from "./sandbox-fixture.mjs";
 
 /** Numbered lines 1..n, as `seq` prints them. */
@@ -168,6 +169,16 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     assert.equal(poll.truncated, true);
   });
 
+  test("every env name a caller may set reaches the spawned command and its children exactly (a `J` or `d` chose what ran)", async () => {
+    const env = everyEnvName();
+    const proc = await sandbox.spawn(printEnvCommand(env), { env });
+    // follow, not wait then poll: it ends once every chunk is in.
+    const chunks = [];
+    assert.equal((await proc.follow({ onOutput: (c) => chunks.push(c) })).exitCode, 0);
+    assert.equal(text(chunks, "stderr"), "");
+    assert.equal(text(chunks, "stdout"), printedEnv(env));
+  });
+
   test("the timeout is enforced in the sandbox", async () => {
     const proc = await sandbox.spawn("echo started; sleep 100", { timeoutMs: 500 });
     assert.deepEqual(await proc.wait(), { exitCode: null, signal: null, timedOut: true, lost: false });
@@ -212,7 +223,7 @@ describe("processes", { skip, timeout: 900_000 }, () => {
     ]) {
       await assert.rejects(sandbox.spawn(command, { cwd: dir, ...options }), { code: "invalid_request" }, JSON.stringify([command, options]));
     }
-    await assert.rejects(sandbox.spawn("touch ran", null), { code: "invalid_request" });
+    await assert.rejects(sandbox.spawn("touch ran", []), { code: "invalid_request" });
     await assert.rejects(sandbox.spawn("touch ran", { cwd: `${dir}/missing` }), { code: "not_found" });
     assert.deepEqual(await sandbox.readdir(dir), []);
     const p = await sandbox.spawn("true");

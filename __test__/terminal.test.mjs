@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { skip } from "./cluster.mjs";
 import { apiServerAddress, faultProxy, kubeconfigThrough } from "./fault-proxy.mjs";
+import { everyEnvName, printEnvCommand, printedEnv } from "./env-names.mjs";
 import { openSandbox, sh, waitGone } from "./sandbox-fixture.mjs";
 
 /**
@@ -91,6 +92,15 @@ describe("terminals", { skip, timeout: 300_000 }, () => {
     await until(/term=xterm-256color\r\n/);
     await t.write("exit\n");
     assert.equal((await t.wait()).exitCode, 0);
+  });
+
+  test("every env name a caller may set reaches the terminal's command and its children exactly", async () => {
+    const env = everyEnvName();
+    const { t, until } = await open(box.sandbox, { command: `${printEnvCommand(env)}; printf END-OF-ENV`, env });
+    const [, printed] = await until(/^([^]*)END-OF-ENV$/);
+    assert.equal((await t.wait()).exitCode, 0);
+    // The terminal prints each newline as CR LF; the values hold no CR.
+    assert.equal(printed.replaceAll("\r\n", "\n"), printedEnv(env));
   });
 
   test("stty size reflects the initial size and a resize", async () => {

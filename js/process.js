@@ -3,7 +3,7 @@
 
 import { Buffer } from "node:buffer";
 import { invalidRequest } from "./errors.js";
-import { callWithSignal, isSignal, runTask } from "./tasks.js";
+import { callOptions, callWithSignal, isSignal, runTask } from "./tasks.js";
 
 const STREAMS = { 1: "stdout", 2: "stderr" };
 
@@ -31,9 +31,8 @@ export function wrapProcess(native) {
      * Streams chunks after `after` to `onOutput` as they are written; resolves the exit.
      * @param {any} [options] anything from a caller; checked here
      */
-    async follow(options = {}) {
-      if (options === null || typeof options !== "object") throw invalidRequest("follow options must be an object");
-      const { after, onOutput, signal } = options;
+    async follow(options) {
+      const { after, onOutput, signal } = callOptions(options, "follow");
       checkSequence(after);
       if (onOutput !== undefined && typeof onOutput !== "function") throw invalidRequest("onOutput must be a function");
       if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
@@ -46,10 +45,10 @@ export function wrapProcess(native) {
      * Resolves the exit once the process has ended, also long after.
      * @param {any} [options]
      */
-    async wait(options = {}) {
-      if (options === null || typeof options !== "object") throw invalidRequest("wait options must be an object");
-      if (!isSignal(options.signal)) throw invalidRequest("signal must be an AbortSignal");
-      const end = await runTask(() => native.startWait(), undefined, options.signal ?? undefined);
+    async wait(options) {
+      const { signal } = callOptions(options, "wait");
+      if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
+      const end = await runTask(() => native.startWait(), undefined, signal ?? undefined);
       return exit(end.exit);
     },
 

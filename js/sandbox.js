@@ -34,10 +34,10 @@ export function wrapSandbox(native, track = () => () => {}) {
      * @param {unknown} command
      * @param {any} [options] anything from a caller; checked here
      */
-    async exec(command, options = {}) {
+    async exec(command, options) {
       if (typeof command !== "string") throw invalidRequest("command must be a string");
-      if (options === null || typeof options !== "object") throw invalidRequest("exec options must be an object");
-      const { signal, onData, onStdout, onStderr, encoding } = options;
+      const o = callOptions(options, "exec");
+      const { signal, onData, onStdout, onStderr, encoding } = o;
       if (encoding !== undefined && encoding !== "utf8" && encoding !== "utf-8" && encoding !== "buffer") {
         throw invalidRequest(`encoding must be "utf8" or "buffer", got ${String(encoding)}`);
       }
@@ -52,7 +52,7 @@ export function wrapSandbox(native, track = () => () => {}) {
               (stream === 1 ? onStdout : onStderr)?.(chunk);
             }
           : undefined;
-      const native_options = nativeExecOptions(options);
+      const native_options = nativeExecOptions(o);
       const r = await runTask((onChunk) => native.startExec(command, native_options, onChunk), deliver, signal ?? undefined);
       const decode = encoding === "buffer" ? (b) => b : (b) => b.toString("utf8");
       return {
@@ -70,8 +70,8 @@ export function wrapSandbox(native, track = () => () => {}) {
      * @param {any} options anything from a caller; checked here
      */
     async terminal(options) {
-      if (options === null || typeof options !== "object") throw invalidRequest("terminal options must be an object");
-      return openTerminal(native, { ...options, env: options.env == null ? undefined : stringEnv(options.env) });
+      const o = callOptions(options, "terminal");
+      return openTerminal(native, { ...o, env: o.env == null ? undefined : stringEnv(o.env) });
     },
 
     /**
@@ -81,10 +81,9 @@ export function wrapSandbox(native, track = () => () => {}) {
      * @param {unknown} command
      * @param {any} [options]
      */
-    async spawn(command, options = {}) {
+    async spawn(command, options) {
       if (typeof command !== "string") throw invalidRequest("command must be a string");
-      if (options === null || typeof options !== "object") throw invalidRequest("spawn options must be an object");
-      const { cwd, env, stdin, timeoutMs, maxOutputBytes } = options;
+      const { cwd, env, stdin, timeoutMs, maxOutputBytes } = callOptions(options, "spawn");
       const native_options = {
         cwd: cwd ?? undefined,
         env: env == null ? undefined : stringEnv(env),

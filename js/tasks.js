@@ -80,15 +80,20 @@ export async function callWithSignal(options, what, call) {
 }
 
 /**
- * `options` as an object: absent (undefined or null) is `{}`, anything else
- * but an object is invalid.
+ * `options` as an object: the one rule for the options argument of every
+ * method. Absent (undefined or null) is `{}`, as `fs.readFile(path, null)`
+ * and `child_process.exec(command, null)` take it; anything else but a
+ * plain object or class instance (a number, a string, an array, a function)
+ * is `invalid_request` with nothing done.
  * @param {unknown} options
  * @param {string} what
  * @returns {Record<string, any>}
  */
 export function callOptions(options, what) {
   if (options == null) return {};
-  if (typeof options !== "object") throw invalidRequest(`${what} options must be an object`);
+  if (typeof options !== "object" || Array.isArray(options)) {
+    throw invalidRequest(`${what} options must be an object, got ${Array.isArray(options) ? "an array" : typeof options}`);
+  }
   return /** @type {Record<string, any>} */ (options);
 }
 

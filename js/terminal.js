@@ -11,11 +11,10 @@ import { isSignal } from "./tasks.js";
 
 /**
  * @param {any} sandbox a NativeSandbox
- * @param {unknown} options anything from a caller; checked here (its env already by the caller)
+ * @param {Record<string, any>} options from a caller, an object (callOptions); its env already checked
  */
 export async function openTerminal(sandbox, options) {
-  if (options === null || typeof options !== "object") throw invalidRequest("terminal options must be an object");
-  const { command, cwd, env, cols, rows, onData, timeoutMs, signal } = /** @type {Record<string, any>} */ (options);
+  const { command, cwd, env, cols, rows, onData, timeoutMs, signal } = options;
   if (typeof onData !== "function") throw invalidRequest("onData must be a function");
   for (const [name, value] of [["command", command], ["cwd", cwd]]) {
     if (value != null && typeof value !== "string") throw invalidRequest(`${name} must be a string; nothing was run`);

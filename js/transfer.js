@@ -7,7 +7,7 @@ import { Readable } from "node:stream";
 
 import { abortError, fromNative, invalidRequest } from "./errors.js";
 import { toBuffer } from "./process.js";
-import { callWithSignal, isSignal } from "./tasks.js";
+import { callOptions, callWithSignal, isSignal } from "./tasks.js";
 
 /**
  * The transfer calls of a sandbox over its NativeSandbox.
@@ -20,9 +20,10 @@ export function transferCalls(native) {
      * `dir` in the sandbox; resolves { files, directories, bytes }.
      * @param {unknown} source
      * @param {unknown} dir
-     * @param {any} [options]
+     * @param {unknown} [given]
      */
-    async upload(source, dir, options = {}) {
+    async upload(source, dir, given) {
+      const options = callOptions(given, "upload");
       const opts = transferOptions(options, "upload", ["signal", "maxBytes", "maxEntries", "overwrite"]);
       if (typeof dir !== "string") throw invalidRequest("upload: dir must be a string");
       if (typeof source === "string" || source instanceof Uint8Array) {
@@ -40,9 +41,10 @@ export function transferCalls(native) {
      * directory (one that is not empty only with `overwrite: true`); resolves { files, directories,
      * bytes } then.
      * @param {unknown} path
-     * @param {any} [options]
+     * @param {unknown} [given]
      */
-    async download(path, options = {}) {
+    async download(path, given) {
+      const options = callOptions(given, "download");
       const opts = transferOptions(options, "download", ["signal", "maxBytes", "maxEntries", "exclude", "to", "overwrite"]);
       if (typeof path !== "string") throw invalidRequest("download: path must be a string");
       const { exclude, to } = options;
@@ -84,13 +86,12 @@ export function transferCalls(native) {
 }
 
 /**
- * Checks a transfer's options object and returns the native options.
- * @param {unknown} options
+ * Checks a transfer's options object (callOptions made it one) and returns the native options.
+ * @param {Record<string, any>} options
  * @param {string} what
  * @param {string[]} known
  */
 function transferOptions(options, what, known) {
-  if (options === null || typeof options !== "object") throw invalidRequest(`${what} options must be an object`);
   const o = /** @type {Record<string, unknown>} */ (options);
   for (const key of Object.keys(o)) {
     if (!known.includes(key)) throw invalidRequest(`${what}: unknown option ${JSON.stringify(key)}`);

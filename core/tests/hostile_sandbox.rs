@@ -192,6 +192,52 @@ async fn forged_process_records_are_bounded_and_no_exit() {
     }
 }
 
+/// A listing reads every process's record, exit file and command, all the
+/// sandbox's to rewrite: a 1 GiB command of NULs (sparse: no disk), 1 GiB
+/// records and exit files without a newline (the `read` builtin would take
+/// minutes), a FIFO for a command, a pid past `u32`, forged end markers in a
+/// command. The listing still comes back, at once, with the real entries.
+#[tokio::test]
+async fn a_listing_is_bounded_whatever_the_sandbox_writes() {
+    for shell in SHELLS {
+        let dir = common::scratch("proc-list");
+        let engine = engine(&dir, shell);
+        let call = Call { cancel: CancellationToken::new(), timeout: Some(Duration::from_secs(20)) };
+        let spawn =
+            |command: &str| process::spawn(&engine, target(), &call, SpawnRequest::new(command, dir.to_str().unwrap()));
+        let running = spawn("sleep 30").await.unwrap();
+        let exited = spawn("echo hi").await.unwrap();
+        process::wait(&engine, target(), &exited.id, CancellationToken::new()).await.unwrap();
+        let root = dir.join(".agent-sandbox/proc");
+        let gib = |path: PathBuf| std::fs::File::create(path).unwrap().set_len(1 << 30).unwrap();
+        gib(root.join(&running.id).join("c"));
+        gib(root.join(&exited.id).join("x"));
+        let record = std::fs::read_to_string(root.join(&running.id).join("p")).unwrap();
+        let forged = |n: u32, p: &str| {
+            let d = root.join(format!("{n:020x}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("p"), p).unwrap();
+            d
+        };
+        gib(forged(1, "").join("p"));
+        forged(2, &record.replacen(' ', "999999999999 ", 1));
+        let fifo = forged(3, &record).join("c");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        std::fs::write(forged(4, &record).join("c"), "x\0.\n\0more\n\0").unwrap();
+        let list = process::list(&engine, target(), &call).await.unwrap();
+        let seen: Vec<_> = list.iter().map(|p| (p.id.as_str(), p.command.as_str())).collect();
+        let (id3, id4) = (format!("{:020x}", 3), format!("{:020x}", 4));
+        let mut expected =
+            vec![(id3.as_str(), ""), (id4.as_str(), "x"), (running.id.as_str(), ""), (exited.id.as_str(), "echo hi")];
+        expected.sort();
+        assert_eq!(seen, expected, "{shell:?}");
+        assert!(list[3].exit.is_some_and(|e| e.lost), "{shell:?}: a 1 GiB exit file is no exit: {:?}", list[3]);
+        let found = process::find(&engine, target(), &call, &running.id).await.unwrap().unwrap();
+        assert_eq!((found.pid, found.exit), (running.pid, None), "{shell:?}");
+        process::kill(&engine, target(), &call, &running.id, Kill::signal("KILL").unwrap()).await.unwrap();
+    }
+}
+
 /// A process record the sandbox replaced by a FIFO would block the reading
 /// scripts (a FIFO opens only once a writer comes): poll, wait, stdin and
 /// signal answer for a record that is not a regular file as for none.

@@ -341,3 +341,14 @@ async fn cwd_env_and_commands_arrive_byte_exact_on_stdin() {
         );
     }
 }
+
+#[tokio::test]
+async fn every_env_name_a_caller_may_set_reaches_the_command_exactly() {
+    let (engine, dir) = local_engine("envnames");
+    let env = common::every_env_name();
+    let mut req = request(&common::print_env_command(&env), dir.to_str().unwrap());
+    req.env = env.clone();
+    let r = engine.exec(target(), req).await.unwrap();
+    assert_eq!((r.exit_code, String::from_utf8_lossy(&r.stderr).as_ref()), (Some(0), ""));
+    assert_eq!(String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&common::printed_env(&env)));
+}

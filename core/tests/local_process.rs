@@ -360,7 +360,9 @@ async fn a_long_command_can_be_spawned_and_listed() {
     let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
     let (out, _, _, exit) = follow_all(&engine, &p.id, None).await;
     assert_eq!((out.as_str(), exit.exit_code), ("long\nin\n", Some(0)));
-    assert_eq!(process::find(&engine, target(), &Call::default(), &p.id).await.unwrap().unwrap().command, command);
+    // A listing shows the first 16 KiB of a command.
+    let listed = process::find(&engine, target(), &Call::default(), &p.id).await.unwrap().unwrap().command;
+    assert_eq!(listed, command[..16 * 1024]);
 }
 
 #[tokio::test]
@@ -439,4 +441,16 @@ async fn commands_cwds_and_env_values_are_in_no_argv() {
     assert_eq!(running.await.unwrap().unwrap().exit_code, Some(0), "the env value arrived exactly");
     let exit = process::wait(&engine, target(), &p.id, CancellationToken::new()).await.unwrap();
     assert_eq!(exit.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn every_env_name_a_caller_may_set_reaches_the_spawned_command_exactly() {
+    let (engine, dir) = local_engine("p-envnames");
+    let env = common::every_env_name();
+    let mut req = spawn_req(&common::print_env_command(&env), &dir);
+    req.env = env.clone();
+    let p = process::spawn(&engine, target(), &Call::default(), req).await.unwrap();
+    let (stdout, stderr, _, exit) = follow_all(&engine, &p.id, None).await;
+    assert_eq!((exit.exit_code, stderr.as_str()), (Some(0), ""));
+    assert_eq!(stdout, String::from_utf8_lossy(&common::printed_env(&env)));
 }

@@ -234,11 +234,46 @@ pub(crate) fn parse_direct(mut s: Fields<'_>, cwd: &str) -> Result<DirectMode> {
     })
 }
 
-/// A quantity given as a string ("500m") or a number (2).
+/// The largest quantity given as a number: JavaScript holds no larger
+/// integer exactly, and 2^53 bytes or cores is beyond any pod. A number past
+/// it (`1e300`, `2 ** 64`) is a mistake, not a request for that much.
+const MAX_NUMERIC_QUANTITY: f64 = 9_007_199_254_740_991.0;
+
+/// A quantity given as a string ("500m") or a number (2). A number of
+/// bytes (`memory`, `ephemeralStorage`, `size`) must be a whole number; a
+/// number of cores (`cpu`) whole millicores, the finest a pod takes.
 fn quantity(f: &mut Fields<'_>, key: &'static str) -> Result<Option<String>> {
     let q = match f.raw(key) {
         None => return Ok(None),
-        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Number(n)) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            let cpu = key == "cpu";
+            if !(0.0..=MAX_NUMERIC_QUANTITY).contains(&x) {
+                return Err(f.error(
+                    key,
+                    format!(
+                        "as a number must be from 0 to {MAX_NUMERIC_QUANTITY} (got {n}); use a string with a suffix \
+                         such as \"2\", \"500m\" or \"64Gi\""
+                    ),
+                ));
+            }
+            // Cores times 1000 carry the binary error of a decimal fraction
+            // (1.001 * 1000 is 1000.9999999999999), but 1e-300 is no
+            // millicore; bytes are exact.
+            let millis = x * 1000.0;
+            let whole = if cpu {
+                (millis - millis.round()).abs() < 1e-6 && (millis.round() != 0.0 || x == 0.0)
+            } else {
+                x.fract() == 0.0
+            };
+            if !whole {
+                let unit = if cpu { "whole millicores (0.001)" } else { "whole bytes" };
+                return Err(
+                    f.error(key, format!("as a number must be in {unit} (got {n}); or a string such as \"500m\""))
+                );
+            }
+            n.to_string()
+        }
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(f.error(key, "must be a quantity string such as \"500m\" or \"2Gi\"")),
     };

@@ -109,6 +109,34 @@ fn errors_name_the_option() {
     assert!(direct(json!({})).contains("sandbox.image"));
     assert!(direct(json!({ "image": "i", "resources": { "cpu": "lots" } })).contains("sandbox.resources.cpu"));
     assert!(direct(json!({ "image": "i", "volume": {} })).contains("sandbox.volume.size"));
+    // Numbers no pod can mean: past 2^53, negative, fractions of a byte or a millicore.
+    for (option, value) in [
+        ("cpu", json!(1e300)),
+        ("memory", json!(18446744073709551616.0)),
+        ("memory", json!(u64::MAX)),
+        ("ephemeralStorage", json!(9007199254740992u64)),
+        ("cpu", json!(-1)),
+        ("memory", json!(-0.5)),
+        ("memory", json!(1.5)),
+        ("cpu", json!(0.0005)),
+        ("cpu", json!(1e-300)),
+    ] {
+        let message = direct(json!({ "image": "i", "resources": { option: value } }));
+        assert!(message.contains(&format!("`sandbox.resources.{option}`")), "{option} {value}: {message}");
+    }
+    for size in [json!(1e300), json!(u64::MAX), json!(0.5)] {
+        assert!(
+            direct(json!({ "image": "i", "volume": { "size": size } })).contains("`sandbox.volume.size`"),
+            "{size}"
+        );
+    }
+    let ok = |resources: Value| {
+        if let Err(e) = parse(&json!({ "suspend": "none", "sandbox": { "image": "i", "resources": resources } })) {
+            panic!("{resources}: {}", e.message);
+        }
+    };
+    ok(json!({ "cpu": 0.25, "memory": 9007199254740991u64, "ephemeralStorage": 0 }));
+    ok(json!({ "cpu": 1.001, "memory": 1073741824.0 }));
     assert!(
         direct(json!({ "image": "i", "podTemplate": { "spec": { "containers": 1 } } })).contains("podTemplate.spec")
     );

@@ -273,9 +273,21 @@ pub(crate) fn env_pairs(env: &[(String, String)]) -> Result<Vec<String>> {
         .collect()
 }
 
-/// An env name must be a shell identifier (`[A-Za-z_][A-Za-z0-9_]*`) and
-/// not one the provider reserves ([`RESERVED_ENV_PREFIX`]): overriding the
-/// kill marker would let a command's processes escape its timeout.
+/// The names a POSIX shell sets for itself when it starts (`IFS` to space,
+/// tab and newline, `PWD` to its working directory, `PPID`, `OPTIND` to 1,
+/// `LINENO`), whatever its environment says: a spawned command's fresh
+/// `/bin/sh` would ignore a caller's value, and exec's and a terminal's
+/// command, evaluated in a subshell of the wrapper, would take it. Refused,
+/// so that no value is silently dropped and the three behave alike; `cwd`
+/// chooses the directory.
+pub(crate) const SHELL_OWN_ENV: [&str; 5] = ["IFS", "LINENO", "OPTIND", "PPID", "PWD"];
+
+/// An env name must be a shell identifier (`[A-Za-z_][A-Za-z0-9_]*`), not
+/// one the provider reserves ([`RESERVED_ENV_PREFIX`]: overriding the kill
+/// marker would let a command's processes escape its timeout) and not one
+/// the shell sets itself ([`SHELL_OWN_ENV`]). Every other name reaches the
+/// command exactly: the scripts export the pairs after their own variables
+/// are gone.
 pub(crate) fn validate_env_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
     let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
@@ -288,6 +300,13 @@ pub(crate) fn validate_env_name(name: &str) -> Result<()> {
     if name.starts_with(RESERVED_ENV_PREFIX) {
         return Err(Error::invalid_request(format!(
             "env variable name {name:?} is reserved: the provider uses {RESERVED_ENV_PREFIX}* names itself; nothing was run"
+        )));
+    }
+    if SHELL_OWN_ENV.contains(&name) {
+        return Err(Error::invalid_request(format!(
+            "env variable name {name:?} is reserved: the command's shell sets it itself ({}; use `cwd` for the \
+             directory); nothing was run",
+            SHELL_OWN_ENV.join(", ")
         )));
     }
     Ok(())
@@ -372,10 +391,12 @@ mod tests {
 
     #[test]
     fn env_names() {
-        for ok in ["A", "_", "PATH", "a_1", "_X9"] {
+        for ok in ["A", "_", "PATH", "a_1", "_X9", "OLDPWD", "ifs", "PWD_"] {
             validate_env_name(ok).unwrap();
         }
-        for bad in ["", "1A", "A-B", "A B", "A=B", "É", "$A", "a.b", "AGENT_SANDBOX_RUN", "AGENT_SANDBOX_X"] {
+        for bad in
+            ["", "1A", "A-B", "A B", "A=B", "É", "$A", "a.b", "AGENT_SANDBOX_RUN", "AGENT_SANDBOX_X", "IFS", "PWD"]
+        {
             let e = validate_env_name(bad).unwrap_err();
             assert_eq!(e.code, ErrorCode::InvalidRequest);
             assert!(e.message.contains(&format!("{bad:?}")), "{}", e.message);

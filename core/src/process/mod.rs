@@ -46,10 +46,14 @@ pub const POLL_PAGE: u64 = 8 * 1024 * 1024;
 /// Most processes [`list`] returns; more is `too_large`.
 pub(crate) const MAX_LISTED: usize = 1000;
 /// Most bytes of a command text a listing shows.
-pub(crate) const LISTED_COMMAND_BYTES: usize = 64 * 1024;
-/// Most bytes a listing may take in all (1,000 commands of 64 KiB would be
-/// 64 MiB); past it, `too_large`.
-const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const LISTED_COMMAND_BYTES: usize = 16 * 1024;
+/// Most bytes of an entry's line in a listing (`<id> <pid> <started ms>
+/// <exit> <0|1>`, from a record of at most 256 bytes: list.sh).
+const LISTED_LINE_BYTES: usize = 320;
+/// Most bytes a listing may take in all: `MAX_LISTED` entries, each at its
+/// limits (about 16 MiB), so that the sandbox's content can make a listing
+/// `too_large` only by the number of its entries.
+const MAX_LIST_BYTES: usize = MAX_LISTED * (LISTED_LINE_BYTES + LISTED_COMMAND_BYTES + 1) + 8;
 
 /// What a spawned process reads on stdin.
 #[derive(Debug, Clone, Default)]
@@ -220,43 +224,66 @@ async fn list_matching(engine: &ExecEngine, target: &ExecTarget, call: &Call, id
 }
 
 /// The list script's output; `None` when it stopped at its limit (`more`).
+///
+/// The sandbox writes every file the script reads, so anything can come
+/// between the entries: a command text with NULs of its own ends at the
+/// first (what follows it up to the next entry is skipped, a `.` or `more`
+/// line in it too: the script's marker is the output's last line), and an
+/// entry whose line does not parse (a pid past `u32`) is skipped with its
+/// text. Linear in the output, and no message quotes it: only an output cut
+/// short of its end marker fails.
 fn parse_list(out: &[u8]) -> Result<Option<Vec<ProcessInfo>>> {
-    let bad = || {
-        Error::internal(format!(
-            "the process list is malformed: {:?}",
-            String::from_utf8_lossy(&out[..out.len().min(200)])
-        ))
-    };
-    let mut rest = out;
-    let mut list = Vec::new();
-    loop {
-        let end = memchr::memchr(b'\n', rest).ok_or_else(bad)?;
-        let line = std::str::from_utf8(&rest[..end]).map_err(|_| bad())?;
-        rest = &rest[end + 1..];
-        match line {
-            "." => return Ok(Some(list)),
-            "more" => return Ok(None),
-            _ => {}
+    let (mut rest, complete) = match (out.strip_suffix(b".\n"), out.strip_suffix(b"more\n")) {
+        (Some(body), _) if body.is_empty() || body.ends_with(b"\0") => (body, true),
+        (_, Some(body)) if body.ends_with(b"\0") => (body, false),
+        _ => {
+            return Err(Error::internal(format!(
+                "the process listing ended before its end marker ({} bytes); was the listing script killed?",
+                out.len()
+            )))
         }
-        let f: Vec<&str> = line.split(' ').collect();
-        let [id, pid, at, x, waiter] = f.as_slice() else { return Err(bad()) };
-        let text_end = memchr::memchr(0, rest).ok_or_else(bad)?;
-        let text = &rest[..text_end];
-        rest = &rest[text_end + 1..];
-        check_id(id).map_err(|_| bad())?;
-        let exit = match (*x, *waiter) {
-            ("-", "1") => None,
-            ("-", _) => Some(ProcessExit::LOST),
-            (token, _) => Some(ProcessExit::from_token(token)),
+    };
+    let mut list = Vec::new();
+    while !rest.is_empty() {
+        // A line comes before any NUL and within its limit, else this is
+        // the rest of a text or a malformed entry: skip past its NUL.
+        let head = &rest[..rest.len().min(LISTED_LINE_BYTES)];
+        let line = memchr::memchr2(b'\n', 0, head).filter(|&end| head[end] == b'\n').map(|end| &head[..end]);
+        let Some(line) = line else {
+            rest = memchr::memchr(0, rest).map_or(&[][..], |nul| &rest[nul + 1..]);
+            continue;
         };
-        list.push(ProcessInfo {
-            id: (*id).to_owned(),
-            pid: pid.parse().map_err(|_| bad())?,
-            command: String::from_utf8_lossy(text).into_owned(),
-            started_at_ms: at.parse().map_err(|_| bad())?,
-            exit,
-        });
+        rest = &rest[line.len() + 1..];
+        let text_end = memchr::memchr(0, rest).unwrap_or(rest.len());
+        let text = &rest[..text_end];
+        rest = &rest[(text_end + 1).min(rest.len())..];
+        if let Some(info) = listed(line, text) {
+            list.push(info);
+        }
     }
+    Ok(complete.then_some(list))
+}
+
+/// An entry of a listing from its line `<id> <pid> <started ms> <exit
+/// token or -> <waiter alive 0|1>` and its command text; `None` when the
+/// line does not parse.
+fn listed(line: &[u8], text: &[u8]) -> Option<ProcessInfo> {
+    let line = std::str::from_utf8(line).ok()?;
+    let f: Vec<&str> = line.split(' ').collect();
+    let [id, pid, at, x, waiter] = f.as_slice() else { return None };
+    check_id(id).ok()?;
+    let exit = match (*x, *waiter) {
+        ("-", "1") => None,
+        ("-", _) => Some(ProcessExit::LOST),
+        (token, _) => Some(ProcessExit::from_token(token)),
+    };
+    Some(ProcessInfo {
+        id: (*id).to_owned(),
+        pid: pid.parse().ok()?,
+        command: String::from_utf8_lossy(text).into_owned(),
+        started_at_ms: at.parse().ok()?,
+        exit,
+    })
 }
 
 /// The chunks after `after` (a chunk's sequence; `None`: from the start)
@@ -391,9 +418,36 @@ mod tests {
         assert_eq!((l[1].command.as_str(), l[1].exit.unwrap().exit_code), ("a\nb\n", Some(0)));
         assert_eq!(parse_list(b".\n").unwrap(), Some(vec![]));
         assert_eq!(parse_list(b"0000000000010000000a 12 5 - 1\nls\x00more\n").unwrap(), None);
-        for bad in [&b"x\n"[..], b"", b"0000000000010000000a 12 5 - 1\nls", b"../../etc/passwd0000 1 1 - 1\nx\x00.\n"] {
-            assert!(parse_list(bad).is_err(), "{bad:?}");
+        for cut in [&b"x\n"[..], b"", b"0000000000010000000a 12 5 - 1\nls", b"0000000000010000000a 12 5 - 1\nls."] {
+            let e = parse_list(cut).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Internal);
+            assert!(!e.message.contains("ls") && !e.message.contains('x'), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn a_hostile_listing_keeps_its_good_entries_and_quotes_nothing() {
+        let good = |n: u8| format!("0000000000010000000{n:x} 12 5 - 1\n");
+        let mut out = Vec::new();
+        // A command text of NULs, with a forged end marker and a forged
+        // `more` after them, then a malformed text with a newline.
+        out.extend_from_slice(good(1).as_bytes());
+        out.extend_from_slice(b"head");
+        out.extend_from_slice(&[0; 70_000]);
+        out.extend_from_slice(b"x\n.\n\0more\n\0junk\nmore junk\0");
+        // Entries whose line does not parse: a pid past u32, an id that is
+        // a path, a line longer than any the script prints.
+        out.extend_from_slice(b"0000000000010000000b 99999999999 5 - 1\ntext\0");
+        out.extend_from_slice(b"../../etc/passwd0000 1 1 - 1\nx\0");
+        out.extend_from_slice(format!("0000000000010000000c {} 5 - 1\nt\0", "1".repeat(400)).as_bytes());
+        out.extend_from_slice(good(2).as_bytes());
+        out.extend_from_slice(b"last\0.\n");
+        let list = parse_list(&out).unwrap().unwrap();
+        let seen: Vec<_> = list.iter().map(|p| (p.id.as_str(), p.command.as_str())).collect();
+        assert_eq!(seen, [("00000000000100000001", "head"), ("00000000000100000002", "last")]);
+        // Cut short after that: an error that quotes none of it.
+        let e = parse_list(&out[..out.len() - 2]).unwrap_err();
+        assert!(e.message.is_ascii() && !e.message.contains("head") && !e.message.contains('\0'), "{}", e.message);
     }
 
     #[test]

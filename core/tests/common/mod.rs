@@ -235,3 +235,55 @@ impl Runtime for LocalRuntime {
         .boxed()
     }
 }
+
+/// Every env name a caller may set that a name clash could lose: the 52
+/// one-letter names and `_` (the scripts' minified variables are one or two
+/// letters), some two-letter ones, and common names; each with a value of
+/// its own that no quoting could pass through unchanged (blanks, newlines,
+/// quotes, `$(…)`, backquotes, backslashes, non-ASCII, an empty one).
+pub(crate) fn every_env_name() -> Vec<(String, String)> {
+    let letters = ('A'..='Z').chain('a'..='z').map(String::from).chain(["_".to_owned()]);
+    let others = [
+        "gn", "gl", "nu", "st", "ka", "kp", "xt", "wa", "at", "pi", "od", "hd", "PATH", "HOME", "OLDPWD", "SHELL",
+        "LANG", "LC_ALL", "TERM", "USER", "TMPDIR", "CDPATH", "ENV", "PS1", "PS4", "HOSTNAME",
+    ];
+    letters
+        .chain(others.iter().map(|n| (*n).to_owned()))
+        .enumerate()
+        .map(|(i, name)| {
+            let value = match i % 4 {
+                0 => format!(" {name} $(echo no) `echo no` '\"\\n\\\\ \n\nline ü "),
+                1 => format!("{name}\n"),
+                2 => String::new(),
+                _ => format!("$({name}) ${{{name}}} \"$@\" *"),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+/// A command that prints each of `names`' values, each followed by a NUL:
+/// first as its own shell sees them, then as a child `/bin/sh` does (so
+/// exported too). Only builtins and absolute paths: PATH is among the names.
+pub(crate) fn print_env_command(names: &[(String, String)]) -> String {
+    let script: String = std::iter::once("printf '%s\\0'".to_owned())
+        .chain(names.iter().map(|(n, _)| format!(" \"${{{n}}}\"")))
+        .collect();
+    format!("{script}; /bin/sh -c {}", shell_quote(&script))
+}
+
+/// What [`print_env_command`] prints when every value arrived exactly.
+pub(crate) fn printed_env(names: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        for (_, value) in names {
+            out.extend_from_slice(value.as_bytes());
+            out.push(0);
+        }
+    }
+    out
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}

@@ -103,11 +103,14 @@ export AGENT_SANDBOX_RUN=$run_id:
 
 # The command runs in a subshell (a fork: `$$` stays the wrapper's pid, and
 # `exit`, traps, `exec` and redirections behave as in `sh -c`), evaluated
-# behind a prelude that exports the env pairs (after which a user PATH no
-# longer matters: only builtins follow) and forgets the wrapper's variables,
-# the secret among them, and functions. The only difference from `sh -c`
+# behind a prelude that first forgets the wrapper's variables, the secret
+# among them, and functions, and then exports the env pairs: the minified
+# names are one or two letters, and a caller's `P` or `n` must be what the
+# command sees, not a wrapper variable nor a name unset after it was set.
+# After the export nothing of the wrapper's is read (and a user PATH no
+# longer matters: only builtins follow). The only difference from `sh -c`
 # the command can see: dash prefixes errors of evaluated code with `eval: `.
-command_prelude='[ $# -eq 0 ]||export "$@";set --;unset -v bound_below command_text record_file run_id env_count cleanup_below stdin_bytes instance_id run_dir run_secret field_value work_dir each_path dir_path record_number field_line field_lines long_command_bytes newline_char command_prelude terminal_size terminal_mode;unset -f read_field send_trailer make_private_dir remove_old_records;'
+command_prelude='unset -v bound_below command_text record_file run_id env_count cleanup_below stdin_bytes instance_id run_dir run_secret field_value work_dir each_path dir_path record_number field_line field_lines long_command_bytes newline_char command_prelude terminal_size terminal_mode;unset -f read_field send_trailer make_private_dir remove_old_records;[ $# -eq 0 ]||export "$@";set --;'
 if [ -n "$terminal_size" ]; then
 	# The terminal's own mode back, and its size (the node may apply the
 	# resize message after the command's first read); then the engine hands

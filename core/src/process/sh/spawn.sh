@@ -116,9 +116,23 @@ fi
 		sleep 2147483647 <&9 3>&- 7>&- 8>&- 9>&- &
 		stdin_holder=$!
 	fi
-	# The command, with the kill marker; env_program is split on purpose.
-	# shellcheck disable=SC2163
-	(export "$@" AGENT_SANDBOX_RUN=p$process_id:; exec $env_program -- /bin/sh "$process_dir/c") <"$stdin_source" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
+	# The command, with the kill marker. Every word of its start is expanded
+	# before the first pair is exported: the pairs may name any of this
+	# script's (minified, one- or two-letter) variables, and a caller's `J`
+	# or `d` must reach the command, not choose what runs. The pairs come
+	# before the first `--` (each holds a `=`); env_program is split on
+	# purpose.
+	# shellcheck disable=SC2086
+	set -- "$@" AGENT_SANDBOX_RUN=p$process_id: -- $env_program -- /bin/sh "$process_dir/c"
+	(
+		until [ "$1" = -- ]; do
+			# shellcheck disable=SC2163
+			export "$1"
+			shift
+		done
+		shift
+		exec "$@"
+	) <"$stdin_source" >&7 2>&8 3>&- 7>&- 8>&- 9>&- &
 	process_pid=$!
 	exec 9>&-
 	# The timeout, enforced here so that it holds while nobody is connected:
