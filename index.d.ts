@@ -591,11 +591,19 @@ export interface ForwardOptions {
    * `unavailable`.
    */
   maxConnections?: number;
+  /**
+   * HTTP only: a connection's first request must name the listener as its `Host` (its own
+   * `host:port`, and for a loopback listener `localhost`, `127.0.0.1` or `[::1]` with its port),
+   * else it gets `421 Misdirected Request`, no tunnel opens and `onError` gets `invalid_request`.
+   * Stops a web page that reaches the listener through DNS rebinding. Default false (any bytes
+   * pass, for protocols other than HTTP).
+   */
+  checkHost?: boolean;
   /** Reject with `not_found` when nothing listens on the port; default true. */
   verify?: boolean;
   /** Closes the forward when aborted. */
   signal?: AbortSignal;
-  /** Called with the error of each connection whose tunnel failed, or that was over `maxConnections` (that connection is reset). */
+  /** Called with the error of each connection whose tunnel failed, that was over `maxConnections` (that connection is reset), or that `checkHost` refused. */
   onError?: (error: SandboxError) => void;
 }
 

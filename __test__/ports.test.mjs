@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import http from "node:http";
+import net from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { after, before, describe, test } from "node:test";
@@ -289,6 +290,8 @@ describe("ports", { skip, timeout: 600_000 }, () => {
       { maxConnections: 1.5 },
       { maxConnections: "2" },
       { maxConnections: 4097 },
+      { checkHost: "yes" },
+      { checkHost: 1 },
     ]) {
       await assert.rejects(sandbox.forward(PORT, options), { code: ErrorCode.InvalidRequest }, JSON.stringify(options));
     }
@@ -355,6 +358,36 @@ describe("ports", { skip, timeout: 600_000 }, () => {
       for (const res of held) res.destroy();
       while (f.connections > 0) await new Promise((r) => setTimeout(r, 20));
       assert.equal(await (await fetch(`${f.url}/again`)).text(), `hello GET /again host=${f.url.slice(7)}`);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("forward with checkHost: a request naming another Host gets 421 and opens no tunnel", async () => {
+    const errors = [];
+    const f = await sandbox.forward(PORT, { checkHost: true, onError: (e) => errors.push(e) });
+    try {
+      /** One raw request with `host` as its Host header: the status line of the answer. */
+      const ask = (host) =>
+        new Promise((resolve, reject) => {
+          const socket = net.connect(f.localPort, "127.0.0.1");
+          let got = "";
+          socket.on("data", (d) => (got += d));
+          socket.on("error", reject);
+          socket.on("close", () => resolve(got.split("\r\n")[0]));
+          socket.write(`GET /rebind HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+        });
+      const before = p.stats().connections;
+      for (const host of ["evil.example", `evil.example:${f.localPort}`, `127.0.0.1:${f.localPort + 1}`]) {
+        assert.equal(await ask(host), "HTTP/1.1 421 Misdirected Request", host);
+      }
+      assert.equal(p.stats().connections, before, "a refused connection opens no tunnel");
+      assert.equal(errors.length, 3);
+      assert.ok(errors.every((e) => e.code === ErrorCode.InvalidRequest), String(errors));
+      for (const host of [`127.0.0.1:${f.localPort}`, `LOCALHOST:${f.localPort}`]) {
+        assert.equal(await ask(host), "HTTP/1.1 200 OK", host);
+      }
+      assert.equal(await (await fetch(`${f.url}/own`)).text(), `hello GET /own host=${f.url.slice(7)}`);
     } finally {
       await f.close();
     }

@@ -132,7 +132,7 @@ export function portMethods(native, track) {
       checkPort(port);
       const o = callOptions(options, "forward");
       const { localPort = 0, host = "127.0.0.1", verify = true, signal, onError } = o;
-      const { allowRemote = false, maxConnections = DEFAULT_MAX_CONNECTIONS } = o;
+      const { allowRemote = false, maxConnections = DEFAULT_MAX_CONNECTIONS, checkHost = false } = o;
       if (localPort !== 0) checkPort(localPort, "localPort");
       if (typeof host !== "string" || host === "") throw invalidRequest("host must be a non-empty string");
       if (typeof allowRemote !== "boolean") throw invalidRequest("allowRemote must be a boolean");
@@ -145,6 +145,7 @@ export function portMethods(native, track) {
       if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > MAX_CONNECTIONS) {
         throw invalidRequest(`maxConnections must be an integer from 1 to ${MAX_CONNECTIONS}, got ${String(maxConnections)}`);
       }
+      if (typeof checkHost !== "boolean") throw invalidRequest("checkHost must be a boolean");
       if (typeof verify !== "boolean") throw invalidRequest("verify must be a boolean");
       if (!isSignal(signal)) throw invalidRequest("signal must be an AbortSignal");
       if (onError != null && typeof onError !== "function") throw invalidRequest("onError must be a function");
@@ -153,7 +154,7 @@ export function portMethods(native, track) {
         throw withCode(new Error(`nothing listens on port ${port} in the sandbox; nothing was opened`), "not_found");
       }
       if (signal?.aborted) throw abortError();
-      return openForward(native, port, { localPort, host, maxConnections, signal, onError }, track);
+      return openForward(native, port, { localPort, host, maxConnections, checkHost, signal, onError }, track);
     },
 
     /**
@@ -182,8 +183,59 @@ LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
 LOOPBACK.addAddress("::1", "ipv6");
 LOOPBACK.addSubnet("::ffff:127.0.0.0", 104, "ipv6");
 
+/** Most bytes, and longest wait, for a request head `checkHost` reads before it refuses a connection. */
+const MAX_REQUEST_HEAD = 16 * 1024;
+const REQUEST_HEAD_TIMEOUT_MS = 30_000;
+
+/**
+ * With `checkHost`: the bytes up to the end of the connection's first HTTP
+ * request head, or null when the connection ends, errs or sends more than
+ * MAX_REQUEST_HEAD first. Nothing is forwarded meanwhile.
+ * @param {net.Socket} socket
+ * @returns {Promise<Buffer | null>}
+ */
+function readRequestHead(socket) {
+  return new Promise((resolve) => {
+    /** @type {Buffer[]} */
+    const chunks = [];
+    let size = 0;
+    const done = (/** @type {Buffer | null} */ head) => {
+      socket.setTimeout(0);
+      socket.off("data", onData).off("end", fail).off("error", fail).off("close", fail).off("timeout", fail);
+      socket.pause();
+      resolve(head);
+    };
+    const fail = () => done(null);
+    const onData = (/** @type {Buffer} */ chunk) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      const buffered = Buffer.concat(chunks);
+      if (buffered.subarray(0, MAX_REQUEST_HEAD).includes("\r\n\r\n")) done(buffered);
+      else if (size > MAX_REQUEST_HEAD) fail();
+    };
+    // A client that never finishes its head would hold a connection slot.
+    socket.setTimeout(REQUEST_HEAD_TIMEOUT_MS);
+    socket.on("data", onData).on("end", fail).on("error", fail).on("close", fail).on("timeout", fail);
+  });
+}
+
+/**
+ * Whether a request head names one of `allowed` as its Host (one Host
+ * line, compared without case). A DNS-rebinding page reaches the listener
+ * under its own name, which is what this refuses.
+ * @param {Buffer} head
+ * @param {Set<string>} allowed
+ */
+function hostAllowed(head, allowed) {
+  const lines = head.subarray(0, head.indexOf("\r\n\r\n")).toString("latin1").split("\r\n").slice(1);
+  const hosts = lines.filter((l) => /^host[ \t]*:/i.test(l)).map((l) => l.slice(l.indexOf(":") + 1).trim().toLowerCase());
+  return hosts.length === 1 && allowed.has(hosts[0]);
+}
+
+const MISDIRECTED = "HTTP/1.1 421 Misdirected Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
 /** The listener of `forward`. */
-async function openForward(native, port, { localPort, host, maxConnections, signal, onError }, track) {
+async function openForward(native, port, { localPort, host, maxConnections, checkHost, signal, onError }, track) {
   /** @type {Set<TunnelSocket>} */
   const tunnels = new Set();
   /** @type {Set<net.Socket>} */
@@ -205,23 +257,41 @@ async function openForward(native, port, { localPort, host, maxConnections, sign
       report(withCode(new Error(`forward: more than maxConnections (${maxConnections}) connections at once; this one was reset`), "unavailable"));
       return;
     }
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    if (!checkHost) {
+      connect(socket, null);
+      return;
+    }
+    // The tunnel opens only for a request that names this listener.
+    socket.on("error", () => {});
+    readRequestHead(socket).then((head) => {
+      if (head && hostAllowed(head, allowedHosts)) return connect(socket, head);
+      if (!socket.destroyed) socket.end(MISDIRECTED, () => socket.destroy());
+      report(
+        withCode(
+          new Error(`forward: a connection whose request did not name this listener as its Host (${[...allowedHosts].join(", ")}) was refused with 421`),
+          "invalid_request",
+        ),
+      );
+    });
+  });
+  /** Tunnels `socket` to the sandbox's port, `head` (already read from it) first. */
+  const connect = (/** @type {net.Socket} */ socket, /** @type {Buffer | null} */ head) => {
     const tunnel = new TunnelSocket(native, port, (t) => {
       tunnels.add(t);
       return () => tunnels.delete(t);
     });
-    sockets.add(socket);
+    if (head) tunnel.write(head);
     socket.pipe(tunnel).pipe(socket);
     socket.on("error", () => tunnel.destroy());
-    socket.on("close", () => {
-      sockets.delete(socket);
-      tunnel.destroy();
-    });
+    socket.on("close", () => tunnel.destroy());
     // Only this connection fails: reset it, tell the caller, keep listening.
     tunnel.on("error", (err) => {
       socket.resetAndDestroy();
       report(err);
     });
-  });
+  };
   await new Promise((resolve, reject) => {
     server.once("error", (/** @type {any} */ err) =>
       reject(withCode(new Error(`cannot listen on ${host}:${localPort}: ${err.message}`), "invalid_request")),
@@ -248,7 +318,12 @@ async function openForward(native, port, { localPort, host, maxConnections, sign
     close,
     closed,
   };
-  forward.url = `http://${host.includes(":") ? `[${host}]` : host}:${forward.localPort}`;
+  const authority = `${host.includes(":") ? `[${host}]` : host}:${forward.localPort}`;
+  forward.url = `http://${authority}`;
+  // The names a client of this listener uses: its own, and for a loopback
+  // listener the other spellings of loopback.
+  const allowedHosts = new Set([authority.toLowerCase()]);
+  if (isLoopback(host)) for (const h of ["localhost", "127.0.0.1", "[::1]"]) allowedHosts.add(`${h}:${forward.localPort}`);
   untrack = track(forward);
   signal?.addEventListener("abort", close, { once: true });
   return forward;

@@ -2,6 +2,7 @@
 //! everywhere. They arrive as JavaScript numbers (`f64`): the binding hands
 //! them over unconverted, so every range and integer check lives here.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -137,6 +138,40 @@ impl Default for Limits {
 /// NaN and the infinities fail the range check.
 fn whole(v: f64) -> bool {
     (0.0..=MAX_SAFE_INTEGER).contains(&v) && v.fract() == 0.0
+}
+
+/// Caps of the port-forward tunnels of one engine (see
+/// `ExecEngine::port_forward`; option values, parsed by `config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelLimits {
+    /// Tunnels open at once (`maxTunnels`).
+    pub max: usize,
+    /// Of them, to one sandbox (`maxTunnelsPerSandbox`).
+    pub per_sandbox: usize,
+    /// A tunnel that moves no byte either way this long is closed
+    /// (`tunnelIdleTimeoutMs`).
+    pub idle: Duration,
+}
+
+impl Default for TunnelLimits {
+    /// 256 tunnels, 32 to one sandbox (a page's assets through a `forward`
+    /// in parallel), closed after 10 idle minutes.
+    fn default() -> Self {
+        TunnelLimits { max: 256, per_sandbox: 32, idle: Duration::from_secs(600) }
+    }
+}
+
+/// The provider's hold on transfers (option `transfers`): where the local
+/// paths of `upload` and `download` may be, and the most a call may ask
+/// (option values, parsed by `config`; the rules are `transfer::Policy`'s).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TransferPolicy {
+    /// Canonical. Set, local sources and targets must resolve inside it.
+    pub(crate) local_root: Option<PathBuf>,
+    /// The largest `maxBytes` a call may ask (and the default when lower).
+    pub(crate) max_bytes: Option<u64>,
+    /// The largest `maxEntries` a call may ask (and the default when lower).
+    pub(crate) max_entries: Option<u64>,
 }
 
 #[cfg(test)]

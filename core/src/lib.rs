@@ -76,11 +76,10 @@ pub use usage::{Source as UsageSource, Usage};
 /// use it, and it changes with the internals it exposes.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::args::TunnelLimits;
     pub use crate::client::{api_error, connect, Action};
     pub use crate::config::KubeConfigSource;
-    pub use crate::exec::{
-        Completion, ExecEngine, ExecTarget, Liveness, PodExecRuntime, Release, Runtime, Stdin, TunnelLimits,
-    };
+    pub use crate::exec::{Completion, ExecEngine, ExecTarget, Liveness, PodExecRuntime, Release, Runtime, Stdin};
 
     use crate::{Limits, Provider, Sandbox};
 

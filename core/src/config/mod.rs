@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::args::Limits;
+use crate::args::{TransferPolicy, TunnelLimits};
 use crate::error::{Error, Result};
-use crate::exec::TunnelLimits;
 use fields::{kind, Fields};
 pub use kubeconfig::KubeConfigSource;
 pub(crate) use kubeconfig::{ServerConfig, TokenSource};
@@ -79,7 +79,7 @@ pub struct ProviderConfig {
     pub(crate) tunnels: TunnelLimits,
     /// Where transfers' local paths may be and the most they may ask
     /// (`transfers`).
-    pub(crate) transfers: crate::transfer::Policy,
+    pub(crate) transfers: TransferPolicy,
     /// Commands also travel in the exec URL, for the API server's audit log
     /// (`commandsInAuditLog`; env values never do).
     pub(crate) commands_in_audit_log: bool,
@@ -192,8 +192,8 @@ fn parse_tunnels(f: &mut Fields<'_>) -> Result<TunnelLimits> {
 
 /// `transfers: { localRoot, maxBytes, maxEntries }`. The root must be an
 /// existing directory, named by an absolute path; it is kept resolved.
-fn parse_transfers(f: &mut Fields<'_>) -> Result<crate::transfer::Policy> {
-    let mut policy = crate::transfer::Policy::default();
+fn parse_transfers(f: &mut Fields<'_>) -> Result<TransferPolicy> {
+    let mut policy = TransferPolicy::default();
     let Some(mut t) = f.object("transfers")? else { return Ok(policy) };
     if let Some(root) = t.string("localRoot")? {
         let path = std::path::Path::new(&root);

@@ -36,6 +36,7 @@ use super::status::Completion;
 use super::websocket::PodExecRuntime;
 use super::wrapper::{self, CommandStdin, NotRun, Shell, WrapperCall, WrapperEnd};
 use super::ExecTarget;
+use crate::args::TunnelLimits;
 use crate::error::{shorten, Error, ErrorCode, Result};
 use crate::sync::lock;
 use crate::trace;
@@ -60,27 +61,6 @@ const SWEPT_REMEMBERED: usize = 4096;
 /// so a worker reconnecting hundreds of actors would otherwise hold one API
 /// connection per connect in flight; the sweeps beyond this wait their turn.
 const MAX_SWEEPS: usize = 16;
-
-/// Caps of the port-forward tunnels of one engine (see
-/// [`ExecEngine::port_forward`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TunnelLimits {
-    /// Tunnels open at once (`maxTunnels`).
-    pub max: usize,
-    /// Of them, to one sandbox (`maxTunnelsPerSandbox`).
-    pub per_sandbox: usize,
-    /// A tunnel that moves no byte either way this long is closed
-    /// (`tunnelIdleTimeoutMs`).
-    pub idle: Duration,
-}
-
-impl Default for TunnelLimits {
-    /// 256 tunnels, 32 to one sandbox (a page's assets through a `forward`
-    /// in parallel), closed after 10 idle minutes.
-    fn default() -> Self {
-        TunnelLimits { max: 256, per_sandbox: 32, idle: Duration::from_secs(600) }
-    }
-}
 
 /// Runs commands in pods. Cheap to clone; one per provider.
 #[derive(Clone)]

@@ -38,8 +38,8 @@ pub(crate) mod trailer;
 mod websocket;
 pub(crate) mod wrapper;
 
+pub use engine::ExecEngine;
 pub(crate) use engine::{aborted, script_failed, script_status, Input, Program, RunOptions, Slots};
-pub use engine::{ExecEngine, TunnelLimits};
 pub use output::{OutputChunk, Stream};
 pub(crate) use request::Exit;
 pub use request::{Call, ExecRequest, ExecResult, DEFAULT_MAX_OUTPUT_BYTES};

@@ -74,17 +74,7 @@ pub struct Requested {
     pub max_entries: Option<u64>,
 }
 
-/// The provider's hold on transfers (option `transfers`): where the local
-/// paths of `upload` and `download` may be, and the most a call may ask.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Policy {
-    /// Canonical. Set, local sources and targets must resolve inside it.
-    pub(crate) local_root: Option<PathBuf>,
-    /// The largest `maxBytes` a call may ask (and the default when lower).
-    pub(crate) max_bytes: Option<u64>,
-    /// The largest `maxEntries` a call may ask (and the default when lower).
-    pub(crate) max_entries: Option<u64>,
-}
+pub(crate) use crate::args::TransferPolicy as Policy;
 
 impl Policy {
     /// The limits of a transfer that asked for `requested`: over the
