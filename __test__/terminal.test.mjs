@@ -62,8 +62,12 @@ describe("terminals", { skip, timeout: 300_000 }, () => {
     await t.write("ls /nonexistent-dir\n");
     await until(/nonexistent-dir.*No such file/);
     // Keystroke echo round trips (a figure for the log; bench/ has no row yet).
-    await t.write("cat >/dev/null\n");
-    await until(/cat >\/dev\/null\r\n/);
+    // READY is printed by the shell once it runs the line, so its prompt
+    // for the line before has come (the line's own echo, from the tty, can
+    // come before that prompt under load, and a late prompt would end the
+    // output instead of the keystroke).
+    await t.write("echo READY; cat >/dev/null\n");
+    await until(/READY\r\n/);
     const times = [];
     let typed = "";
     for (let i = 0; i < 20; i++) {

@@ -44,6 +44,10 @@ SCALE_NODE=kwok-node-1
 SCALE_NS=agents-scale
 SCALE_CLIENT=$STATE/scale.kubeconfig
 PROFILE=$STATE/profile
+# What the running cluster was set up from (this script and the shipped
+# manifests it applies): `up` of a healthy cluster set up from anything else
+# starts it anew, since setup_objects runs only at start.
+SETUP_KEY=$STATE/setup.key
 # Every port is 127.0.0.1:<base + 100 * SANDBOX_CLUSTER_SLOT>, so a second
 # checkout (a git worktree, whose state is its own .cluster/) can run its own
 # cluster beside this one in another slot.
@@ -542,6 +546,10 @@ up() {
 	command -v setpriv >/dev/null || die "setpriv (util-linux) is required"
 	[[ $(id -u) == 0 ]] || die "nodeexec needs root (mount and PID namespaces)"
 	build
+	if healthy && [[ $(setup_key) != "$(cat "$SETUP_KEY" 2>/dev/null)" ]]; then
+		log "running, but set up from another cluster.sh or other manifests: starting anew"
+		down quiet
+	fi
 	if healthy; then
 		log "already running$(scale && echo ' (scale profile)')"
 		# A plain `up` leaves a scale cluster as it is.
@@ -563,8 +571,17 @@ up() {
 	setup_objects
 	if scale; then scale_namespace; fi
 	write_env
+	setup_key >"$SETUP_KEY"
 	log "Ready for tests ($((SECONDS - t0)) s)"
 	usage_note
+}
+
+# setup_key: a hash of what the set-up reads (see SETUP_KEY).
+setup_key() {
+	{
+		cat "$HERE/cluster.sh"
+		find "$HERE/../../examples/manifests" -type f -print0 | sort -z | xargs -0 cat
+	} | sha256sum | cut -c1-16
 }
 
 usage_note() {
