@@ -29,12 +29,15 @@ pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 * 1024;
 pub(crate) const MAX_SYMLINK_NAME_BYTES: usize = 16 * 1024 * 1024;
 /// Most links one resolution follows (Linux's own bound, `ELOOP`).
 pub(crate) const MAX_LINK_HOPS: u32 = 40;
-/// Most bytes of paths all of one archive's link resolutions may look up
-/// together (each lookup is an `lstat` on download, whose cost grows with
-/// the path): about 5 s of one core at worst. A workspace's 100,000 links
-/// need a few tens of MiB; a hostile archive of links through 2,000-deep
-/// paths would otherwise keep the host busy for minutes.
-pub(crate) const MAX_RESOLVE_BYTES: u64 = 256 * 1024 * 1024;
+/// Steps (components of paths and link targets walked, each at most one
+/// lookup) one tree's link resolutions may take together, per entry of the
+/// tree: a workspace's link (`../typescript/bin/tsc`, perhaps through one
+/// more) takes a few, and most entries are no links. Proportional to the
+/// entries, so a hostile tree costs in step with its size: at the default
+/// 100,000 entries, 1.6 million steps (about a second of one core on disk).
+pub(crate) const RESOLVE_STEPS_PER_ENTRY: u64 = 16;
+/// Steps every tree may take besides, for a small tree with a long link.
+pub(crate) const RESOLVE_STEPS_FLOOR: u64 = 4096;
 /// Longest path Linux system calls take (`PATH_MAX` less its NUL).
 pub(crate) const PATH_BYTES: usize = 4095;
 /// Longest name of one path component (`NAME_MAX`).
@@ -339,17 +342,21 @@ pub(crate) fn shown(path: &[u8]) -> String {
 /// what the caller sends, `invalid_state` for what a sandbox sends).
 pub(crate) struct Rules {
     refuse: ErrorCode,
-    /// Symlinks the archive made (checked paths) and their targets: nothing
-    /// may be written through them, and each must resolve inside the tree
+    /// Symlinks the archive made and their targets: nothing may be written
+    /// through them, and each must resolve inside the tree
     /// ([`Rules::finish`]). A later entry of the same path replaces one.
+    /// Keyed by [`key`], and none under another (such a symlink is
+    /// refused), so the one a path is under sorts right before it.
     symlinks: BTreeMap<Vec<u8>, Vec<u8>>,
     symlink_bytes: usize,
+    /// Entries checked, which pay for the resolution ([`Rules::budget`]).
+    entries: u64,
 }
 
 impl Rules {
     /// Rules whose refusals carry `refuse`.
     pub(crate) fn new(refuse: ErrorCode) -> Self {
-        Rules { refuse, symlinks: BTreeMap::new(), symlink_bytes: 0 }
+        Rules { refuse, symlinks: BTreeMap::new(), symlink_bytes: 0, entries: 0 }
     }
 
     fn refused(&self, path: &[u8], why: &str) -> Error {
@@ -374,6 +381,7 @@ impl Rules {
         if let Some(parent) = self.under_symlink(&entry.path) {
             return Err(self.refused(&raw, &format!("would be written through the symlink {}", shown(parent))));
         }
+        self.entries += 1;
         entry.mode &= 0o1777;
         match entry.kind {
             Kind::Symlink => {
@@ -403,7 +411,15 @@ impl Rules {
                         ),
                     ));
                 }
-                self.symlinks.insert(entry.path.clone(), entry.link.clone());
+                let key = key(&entry.path);
+                let mut beneath = key.clone();
+                beneath.push(0);
+                if self.symlinks.range(beneath.clone()..).next().is_some_and(|(k, _)| k.starts_with(&beneath)) {
+                    return Err(
+                        self.refused(&raw, "is a symlink over a directory holding other symlinks of the archive")
+                    );
+                }
+                self.symlinks.insert(key, entry.link.clone());
             }
             Kind::HardLink => {
                 let link = std::mem::take(&mut entry.link);
@@ -411,21 +427,33 @@ impl Rules {
                 if entry.link.is_empty() {
                     return Err(self.refused(&raw, "is a hard link to the target directory"));
                 }
-                if self.symlinks.contains_key(&entry.link) || self.under_symlink(&entry.link).is_some() {
+                if self.symlinks.contains_key(&key(&entry.link)) || self.under_symlink(&entry.link).is_some() {
                     return Err(self.refused(&raw, "is a hard link through or to a symlink of the archive"));
                 }
-                self.symlinks.remove(&entry.path);
+                self.symlinks.remove(&key(&entry.path));
             }
             Kind::File | Kind::Directory => {
-                self.symlinks.remove(&entry.path);
+                self.symlinks.remove(&key(&entry.path));
             }
         }
         Ok(true)
     }
 
-    /// The archive's symlinks that stand at the end (path, target), by path.
-    pub(crate) fn symlinks(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.symlinks.iter().map(|(p, t)| (p.as_slice(), t.as_slice()))
+    /// The archive's symlinks that stand at the end (path, target), a
+    /// directory's before those of the directories in it.
+    pub(crate) fn symlinks(&self) -> impl Iterator<Item = (Vec<u8>, &[u8])> {
+        self.symlinks.iter().map(|(k, t)| (path_of(k), t.as_slice()))
+    }
+
+    /// Entries checked so far (the root directory not counted).
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Steps the resolution of this tree's symlinks may take
+    /// ([`RESOLVE_STEPS_PER_ENTRY`]).
+    pub(crate) fn budget(&self) -> u64 {
+        RESOLVE_STEPS_FLOOR + RESOLVE_STEPS_PER_ENTRY * self.entries
     }
 
     /// Once the archive ended: refuses it if one of its symlinks resolves
@@ -434,11 +462,11 @@ impl Rules {
     /// upload sends; the download judges the tree on disk, see
     /// [`escapes`]).
     pub(crate) fn finish(&self) -> Result<()> {
-        let mut budget = MAX_RESOLVE_BYTES;
-        for path in self.symlinks.keys() {
-            let lookup = |at: &[u8]| Ok(self.symlinks.get(at).cloned());
-            if escapes(path, lookup, &mut budget)? {
-                return Err(self.refused(path, ESCAPES));
+        let mut budget = self.budget();
+        for (path, _) in self.symlinks() {
+            let lookup = |at: &[u8]| Ok(self.symlinks.get(&key(at)).cloned());
+            if escapes(&path, lookup, &mut budget)? {
+                return Err(self.refused(&path, ESCAPES));
             }
         }
         Ok(())
@@ -475,13 +503,26 @@ impl Rules {
         Ok(out)
     }
 
-    /// The first proper prefix of `path` that is a symlink of the archive.
+    /// The proper prefix of `path` that is a symlink of the archive. One
+    /// lookup, whatever the depth: the symlink a path is under is the last
+    /// key before it (a key between them would be under that symlink too).
     fn under_symlink<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
-        if self.symlinks.is_empty() {
-            return None;
-        }
-        memchr::memchr_iter(b'/', path).map(|i| &path[..i]).find(|prefix| self.symlinks.contains_key(*prefix))
+        let (before, _) = self.symlinks.range(..key(path)).next_back()?;
+        (path.len() > before.len() && path[before.len()] == b'/' && key(&path[..before.len()]) == *before)
+            .then(|| &path[..before.len()])
     }
+}
+
+/// A checked path as [`Rules`] keys it: `/` as NUL (which no name holds),
+/// so what is under a path sorts right after it, before its siblings
+/// (`a/b` before `a.b`).
+fn key(path: &[u8]) -> Vec<u8> {
+    path.iter().map(|b| if *b == b'/' { 0 } else { *b }).collect()
+}
+
+/// The path a [`key`] stands for.
+fn path_of(key: &[u8]) -> Vec<u8> {
+    key.iter().map(|b| if *b == 0 { b'/' } else { *b }).collect()
 }
 
 /// Why [`escapes`] refuses a symlink.
@@ -496,8 +537,9 @@ pub(crate) const ESCAPES: &str =
 /// root at any point (even one that comes back in: nothing outside is ever
 /// looked at), or more than [`MAX_LINK_HOPS`] links. What is missing is
 /// walked through by name: a directory made there later must not open a
-/// way out. `budget` counts the bytes of the paths looked up (what a lookup
-/// costs), shared by every resolution of one tree; spent, it is `too_large`.
+/// way out. `budget` counts the steps (the link itself, then each component
+/// walked), shared by every resolution of one tree ([`Rules::budget`]);
+/// spent, it is `too_large`.
 pub(crate) fn escapes(
     link: &[u8],
     mut lookup: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
@@ -510,14 +552,20 @@ pub(crate) fn escapes(
     let mut left: Vec<Vec<u8>> = Vec::new();
     let mut hops = 0;
     let mut look = true;
+    let step = |budget: &mut u64| -> Result<()> {
+        *budget = budget.checked_sub(1).ok_or_else(|| {
+            Error::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "the archive's symlinks take too many steps to resolve (over {RESOLVE_STEPS_PER_ENTRY} per entry of the archive, and {RESOLVE_STEPS_FLOOR})"
+                ),
+            )
+        })?;
+        Ok(())
+    };
+    step(budget)?;
     loop {
         if look {
-            *budget = budget.checked_sub(at.len() as u64 + 1).ok_or_else(|| {
-                Error::new(
-                    ErrorCode::TooLarge,
-                    format!("the archive's symlinks take over {MAX_RESOLVE_BYTES} bytes of lookups to resolve"),
-                )
-            })?;
             if let Some(target) = lookup(&at)? {
                 hops += 1;
                 if hops > MAX_LINK_HOPS || target.starts_with(b"/") {
@@ -528,6 +576,7 @@ pub(crate) fn escapes(
             }
         }
         let Some(part) = left.pop() else { return Ok(false) };
+        step(budget)?;
         look = false;
         match part.as_slice() {
             b"" | b"." => {}

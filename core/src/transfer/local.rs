@@ -222,25 +222,26 @@ fn send_file(path: &Path, walked: &std::fs::Metadata, send: &dyn Fn(Bytes) -> Re
 /// a directory whose mode would refuse its own contents gets it at the end,
 /// through a descriptor opened without following links. Symlinks are made
 /// last, once every file and directory is in place, and each must then
-/// resolve inside the target on disk (see [`archive::escapes`]).
+/// resolve inside the target on disk (see [`archive::escapes`]). Every
+/// call goes through a [`Cursor`], so the work grows with the archive's
+/// size whatever its shape.
 #[cfg(unix)]
 pub(crate) struct Extractor {
-    root: PathBuf,
+    cursor: Cursor,
     parser: Parser,
     rules: Rules,
     file: Option<std::fs::File>,
     dirs: Vec<Made>,
     totals: Totals,
+    max_entries: u64,
 }
 
-/// A directory the extraction made, to get its mode at the end.
+/// A directory the extraction made whose mode waits for the end.
 #[cfg(unix)]
 struct Made {
-    path: PathBuf,
+    path: Vec<u8>,
     /// Device and inode when made: the mode goes to this one only.
     id: (u64, u64),
-    /// Its mode now, and the mode it gets.
-    now: u32,
     mode: u32,
 }
 
@@ -273,18 +274,19 @@ impl Extractor {
             _ => std::fs::create_dir_all(root).map_err(|e| io_error("cannot create", root, e))?,
         }
         Ok(Extractor {
-            root: root.to_path_buf(),
+            cursor: Cursor::new(root)?,
             parser: Parser::new(limits.max_entries, limits.max_bytes),
             rules: Rules::new(ErrorCode::InvalidState),
             file: None,
             dirs: Vec::new(),
             totals: Totals::default(),
+            max_entries: limits.max_entries,
         })
     }
 
     /// Takes the next archive bytes.
     pub(crate) fn feed(&mut self, data: &[u8]) -> Result<()> {
-        let Extractor { root, parser, rules, file, dirs, totals } = self;
+        let Extractor { cursor, parser, rules, file, dirs, totals, max_entries } = self;
         parser.feed(data, &mut |event| match event {
             Event::Entry(entry) => {
                 let entry = match checked(rules, entry)? {
@@ -292,7 +294,17 @@ impl Extractor {
                     None => return Ok(()),
                 };
                 totals.count(&entry);
-                *file = create(root, &entry, dirs)?;
+                *file = create(cursor, &entry, dirs)?;
+                // Each directory a path implies costs as much as an entry:
+                // 100,000 entries 2,000 deep must not make 200 million.
+                if rules.entries() + cursor.made > *max_entries {
+                    return Err(Error::new(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "the archive has more than {max_entries} entries (maxEntries), counting the directories its paths imply"
+                        ),
+                    ));
+                }
                 Ok(())
             }
             Event::Data(piece) => {
@@ -309,26 +321,33 @@ impl Extractor {
     /// Checks the archive's end, makes the symlinks (removing, and refusing
     /// with `invalid_state`, any that resolves out of the target) and gives
     /// directories their modes.
-    pub(crate) fn finish(self) -> Result<Totals> {
-        self.parser.finish().map_err(|e| Error::new(ErrorCode::ConnectionLost, e.message))?;
-        let mut made = Vec::new();
-        for (path, target) in self.rules.symlinks() {
-            let at = place(&self.root, path)?;
-            clear(&at, false)?;
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &at)
-                .map_err(|e| io_error("cannot create", &at, e))?;
-            made.push((path, at));
+    pub(crate) fn finish(mut self) -> Result<Totals> {
+        self.end()
+    }
+
+    /// [`Extractor::finish`], leaving the extractor to be asked what it cost.
+    fn end(&mut self) -> Result<Totals> {
+        let Extractor { cursor, parser, rules, dirs, totals, .. } = self;
+        parser.finish().map_err(|e| Error::new(ErrorCode::ConnectionLost, e.message))?;
+        let links: Vec<_> = rules.symlinks().collect();
+        for (path, target) in &links {
+            let name = cursor.enter(path)?;
+            cursor.clear(path, name, false)?;
+            let made = rustix::fs::symlinkat(*target, cursor.dir(), name);
+            cursor.call(made).map_err(|e| cursor.failed("cannot create", path, e))?;
         }
-        let mut budget = archive::MAX_RESOLVE_BYTES;
+        let mut budget = rules.budget();
         let mut out = Vec::new();
-        for (path, at) in &made {
-            if archive::escapes(path, |p| on_disk(&self.root, p), &mut budget)? {
-                out.push((path, at));
+        for (path, _) in &links {
+            if archive::escapes(path, |p| cursor.target(p), &mut budget)? {
+                out.push(path);
             }
         }
-        if let Some((first, _)) = out.first() {
-            for (_, at) in &out {
-                std::fs::remove_file(at).map_err(|e| io_error("cannot remove", at, e))?;
+        if let Some(first) = out.first() {
+            for path in &out {
+                let name = cursor.enter(path)?;
+                let removed = rustix::fs::unlinkat(cursor.dir(), name, rustix::fs::AtFlags::empty());
+                cursor.call(removed).map_err(|e| cursor.failed("cannot remove", path, e))?;
             }
             return Err(Error::new(
                 ErrorCode::InvalidState,
@@ -340,25 +359,235 @@ impl Extractor {
                 ),
             ));
         }
-        for dir in self.dirs.iter().rev() {
-            dir.set_mode()?;
+        for dir in dirs.iter().rev() {
+            dir.set_mode(cursor)?;
         }
-        Ok(self.totals)
+        Ok(*totals)
+    }
+
+    /// Names the kernel walked for the extraction so far.
+    #[cfg(test)]
+    fn walked(&self) -> u64 {
+        self.cursor.walked
     }
 }
 
-/// What `archive::escapes` asks of the tree on disk: the target of the
-/// symlink at `path` under `root`, `None` for anything else (missing too).
+/// How the cursor opens a directory: never through a symlink (`O_NOFOLLOW`
+/// with `O_DIRECTORY` fails on one), and on Linux as a bare handle
+/// (`O_PATH`), which needs no read permission, as a path would not.
 #[cfg(unix)]
-fn on_disk(root: &Path, path: &[u8]) -> Result<Option<Vec<u8>>> {
-    use std::os::unix::ffi::OsStringExt;
-    let at = root.join(std::ffi::OsStr::from_bytes(path));
-    match std::fs::symlink_metadata(&at) {
-        Ok(m) if m.is_symlink() => {
-            let target = std::fs::read_link(&at).map_err(|e| io_error("cannot read the symlink", &at, e))?;
-            Ok(Some(target.into_os_string().into_vec()))
+const DIRECTORY: rustix::fs::OFlags = {
+    use rustix::fs::OFlags;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let handle = OFlags::PATH;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let handle = OFlags::RDONLY;
+    handle.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC)
+};
+
+/// The one directory under the target that the extraction has open, where
+/// its every call is made: each names one component relative to it, so
+/// what the kernel walks per call is one name, whatever the depth. (A call
+/// by path walks the whole path again: checking an entry's directories one
+/// by one that way cost the square of its depth, minutes of CPU for an
+/// archive of 2,000 nested directories.) It gets from one directory to the
+/// next the shortest way, up through `..` or down by name, or again from
+/// the root: a run of entries in one directory costs nothing to reach, and
+/// any entry at most the components of its path.
+///
+/// What it assumes: each directory on its path was opened as a directory
+/// by name, never through a symlink, and stays that directory, with `..`
+/// its parent: only this extractor writes under the target during the
+/// call, and it never removes, replaces or moves a directory (an entry over
+/// one is refused, see [`Cursor::clear`]). What it does not: anything of a
+/// name it has not opened, pre-existing ones included; each is opened
+/// without following a link when the cursor first passes through it, and a
+/// symlink or a file there refuses the entry.
+#[cfg(unix)]
+struct Cursor {
+    /// The target, for messages, and a handle on it.
+    root: PathBuf,
+    root_dir: std::os::fd::OwnedFd,
+    /// Where the cursor is (a checked path, empty at the root) and its handle.
+    at: Vec<u8>,
+    dir: std::os::fd::OwnedFd,
+    /// Directories made that the archive has no entry of.
+    made: u64,
+    /// Names the kernel walked for the extraction's calls (one for a call
+    /// at a name, as most are).
+    walked: u64,
+}
+
+/// Components of a checked path.
+#[cfg(unix)]
+fn depth(path: &[u8]) -> usize {
+    if path.is_empty() {
+        0
+    } else {
+        memchr::memchr_iter(b'/', path).count() + 1
+    }
+}
+
+/// A checked path's directory and name.
+#[cfg(unix)]
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match memchr::memrchr(b'/', path) {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
+}
+
+#[cfg(unix)]
+impl Cursor {
+    fn new(root: &Path) -> Result<Self> {
+        let root_dir: std::os::fd::OwnedFd =
+            std::fs::File::open(root).map_err(|e| io_error("cannot open", root, e))?.into();
+        let dir = root_dir.try_clone().map_err(|e| io_error("cannot open", root, e))?;
+        Ok(Cursor { root: root.to_path_buf(), root_dir, at: Vec::new(), dir, made: 0, walked: 0 })
+    }
+
+    fn dir(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.dir.as_fd()
+    }
+
+    /// Counts a call at one name that was made.
+    fn call<T>(&mut self, result: rustix::io::Result<T>) -> rustix::io::Result<T> {
+        self.walked += 1;
+        result
+    }
+
+    fn failed(&self, what: &str, path: &[u8], e: rustix::io::Errno) -> Error {
+        io_error(what, &self.root.join(std::ffi::OsStr::from_bytes(path)), e.into())
+    }
+
+    /// Moves to the directory `to` (a checked path), making what is missing
+    /// if `make`. `Some(prefix)`: the directory at that prefix of `to` is
+    /// missing (not `make`) or is no directory (a symlink, a file); the
+    /// cursor stays on the way.
+    fn go<'p>(&mut self, to: &'p [u8], make: bool) -> Result<Option<&'p [u8]>> {
+        use rustix::fs::{mkdirat, openat, Mode};
+        use rustix::io::Errno;
+        if self.at != to {
+            // Where the two paths part, at a component's end.
+            let mut common = self.at.iter().zip(to).position(|(a, b)| a != b).unwrap_or(self.at.len().min(to.len()));
+            let ends = |p: &[u8]| common == p.len() || p[common] == b'/';
+            if !(ends(&self.at) && ends(to)) {
+                common = memchr::memrchr(b'/', &to[..common]).unwrap_or(0);
+            }
+            let (shared, ups) = (depth(&to[..common]), depth(&self.at) - depth(&to[..common]));
+            if ups > shared {
+                let root = self.root_dir.try_clone().map_err(|e| io_error("cannot open", &self.root, e))?;
+                self.walked += 1;
+                self.dir = root;
+                self.at.clear();
+            } else {
+                for _ in 0..ups {
+                    let parent = openat(&self.dir, "..", DIRECTORY, Mode::empty());
+                    self.dir = self.call(parent).map_err(|e| self.failed("cannot open", &self.at, e))?;
+                    self.at.truncate(memchr::memrchr(b'/', &self.at).unwrap_or(0));
+                }
+            }
         }
-        _ => Ok(None),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if self.at.len() < to.len() {
+            // Down several names in one call, refused (ELOOP) at any
+            // symlink: the kernel's walk is cheap where a call per name is
+            // not. Whatever fails (a name missing, a link, an old kernel
+            // without openat2) is walked again name by name, which tells.
+            let rest = &to[if self.at.is_empty() { 0 } else { self.at.len() + 1 }..];
+            if memchr::memchr(b'/', rest).is_some() {
+                use rustix::fs::{openat2, ResolveFlags};
+                self.walked += depth(rest) as u64;
+                if let Ok(dir) = openat2(&self.dir, rest, DIRECTORY, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+                    self.dir = dir;
+                    self.at = to.to_vec();
+                    return Ok(None);
+                }
+            }
+        }
+        while self.at.len() < to.len() {
+            let start = if self.at.is_empty() { 0 } else { self.at.len() + 1 };
+            let end = memchr::memchr(b'/', &to[start..]).map_or(to.len(), |i| start + i);
+            let name = &to[start..end];
+            let mut opened = openat(&self.dir, name, DIRECTORY, Mode::empty());
+            self.walked += 1;
+            if make && matches!(opened, Err(Errno::NOENT)) {
+                let made = mkdirat(&self.dir, name, Mode::from_raw_mode(0o777));
+                self.call(made).map_err(|e| self.failed("cannot create", &to[..end], e))?;
+                self.made += 1;
+                opened = openat(&self.dir, name, DIRECTORY, Mode::empty());
+                self.walked += 1;
+            }
+            match opened {
+                Ok(dir) => {
+                    self.dir = dir;
+                    self.at.clear();
+                    self.at.extend_from_slice(&to[..end]);
+                }
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(Some(&to[..end])),
+                Err(e) => return Err(self.failed("cannot open", &to[..end], e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Moves to the directory of the entry at `path`, making what is
+    /// missing; its name, or a refusal if a symlink or a file is on the way.
+    fn enter<'p>(&mut self, path: &'p [u8]) -> Result<&'p [u8]> {
+        let (dir, name) = split(path);
+        match self.go(dir, true)? {
+            None => Ok(name),
+            Some(through) => Err(Error::new(
+                ErrorCode::InvalidState,
+                format!(
+                    "archive entry {} would be written through {} (a symlink or a file); nothing past it was extracted",
+                    archive::shown(path),
+                    archive::shown(split(through).1)
+                ),
+            )),
+        }
+    }
+
+    /// The type of `name` here, `None` if missing.
+    fn kind(&mut self, name: &[u8]) -> Option<rustix::fs::FileType> {
+        let stat = rustix::fs::statat(&self.dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+        self.call(stat).ok().map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode))
+    }
+
+    /// Makes room for a new entry at `name` here (`path`): removes what is
+    /// there unless it is a directory (a symlink is removed, never
+    /// followed); `Ok(true)` for a directory kept.
+    fn clear(&mut self, path: &[u8], name: &[u8], keep_dir: bool) -> Result<bool> {
+        match self.kind(name) {
+            Some(rustix::fs::FileType::Directory) if keep_dir => Ok(true),
+            Some(rustix::fs::FileType::Directory) => Err(Error::new(
+                ErrorCode::InvalidState,
+                format!("{:?} is a directory", self.root.join(std::ffi::OsStr::from_bytes(path)).display().to_string()),
+            )),
+            Some(_) => {
+                let removed = rustix::fs::unlinkat(&self.dir, name, rustix::fs::AtFlags::empty());
+                self.call(removed).map(|()| false).map_err(|e| self.failed("cannot replace", path, e))
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// What [`archive::escapes`] asks of the tree on disk: the target of
+    /// the symlink at `path`, `None` for anything else (missing too).
+    fn target(&mut self, path: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (dir, name) = split(path);
+        if self.go(dir, false)?.is_some() {
+            return Ok(None);
+        }
+        let target = rustix::fs::readlinkat(&self.dir, name, Vec::new());
+        Ok(self.call(target).ok().map(std::ffi::CString::into_bytes))
+    }
+
+    /// Opens the directory `name` here without following a link, as a file.
+    fn open_dir(&mut self, path: &[u8], name: &[u8], flags: rustix::fs::OFlags) -> Result<std::fs::File> {
+        let opened = rustix::fs::openat(&self.dir, name, flags, rustix::fs::Mode::empty());
+        self.call(opened).map(std::fs::File::from).map_err(|e| self.failed("cannot open", path, e))
     }
 }
 
@@ -366,25 +595,29 @@ fn on_disk(root: &Path, path: &[u8]) -> Result<Option<Vec<u8>>> {
 impl Made {
     /// Gives the directory its mode through a descriptor opened without
     /// following a symlink, if it is still the directory made.
-    fn set_mode(&self) -> Result<()> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-        if self.now == self.mode {
-            return Ok(());
-        }
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(&self.path)
-            .map_err(|e| io_error("cannot open", &self.path, e))?;
-        let meta = dir.metadata().map_err(|e| io_error("cannot read", &self.path, e))?;
-        if (meta.dev(), meta.ino()) != self.id {
-            return Err(Error::new(
+    fn set_mode(&self, cursor: &mut Cursor) -> Result<()> {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let at = cursor.root.join(std::ffi::OsStr::from_bytes(&self.path));
+        let replaced = || {
+            Error::new(
                 ErrorCode::InvalidState,
-                format!("{:?} was replaced during the download", self.path.display().to_string()),
-            ));
+                format!("{:?} was replaced during the download", at.display().to_string()),
+            )
+        };
+        let (parent, name) = split(&self.path);
+        if cursor.go(parent, false)?.is_some() {
+            return Err(replaced());
         }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = cursor.open_dir(&self.path, name, flags)?;
+        let meta = dir.metadata().map_err(|e| io_error("cannot read", &at, e))?;
+        if (meta.dev(), meta.ino()) != self.id {
+            return Err(replaced());
+        }
+        cursor.walked += 2;
         dir.set_permissions(std::fs::Permissions::from_mode(self.mode))
-            .map_err(|e| io_error("cannot set the mode of", &self.path, e))
+            .map_err(|e| io_error("cannot set the mode of", &at, e))
     }
 }
 
@@ -393,106 +626,65 @@ fn checked(rules: &mut Rules, mut entry: Entry) -> Result<Option<Entry>> {
     Ok(rules.check(&mut entry)?.then_some(entry))
 }
 
-/// Local path of a checked archive path under `root`, after making sure no
-/// directory on the way is a symlink (or anything but a directory);
-/// missing ones are created.
-#[cfg(unix)]
-fn place(root: &Path, path: &[u8]) -> Result<PathBuf> {
-    let mut at = root.to_path_buf();
-    let mut parts = path.split(|b| *b == b'/').peekable();
-    while let Some(part) = parts.next() {
-        at.push(std::ffi::OsStr::from_bytes(part));
-        if parts.peek().is_none() {
-            break;
-        }
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::new(
-                    ErrorCode::InvalidState,
-                    format!(
-                    "archive entry {} would be written through {} (a symlink or a file); nothing past it was extracted",
-                    archive::shown(path),
-                    archive::shown(part)
-                ),
-                ))
-            }
-            Err(_) => std::fs::create_dir(&at).map_err(|e| io_error("cannot create", &at, e))?,
-        }
-    }
-    Ok(at)
-}
-
-/// Makes room for a new entry at `at`: removes what is there unless it is
-/// a directory (a symlink is removed, never followed).
-#[cfg(unix)]
-fn clear(at: &Path, keep_dir: bool) -> Result<bool> {
-    match std::fs::symlink_metadata(at) {
-        Ok(m) if m.is_dir() => {
-            if keep_dir {
-                Ok(true)
-            } else {
-                Err(Error::new(ErrorCode::InvalidState, format!("{:?} is a directory", at.display().to_string())))
-            }
-        }
-        Ok(_) => std::fs::remove_file(at).map(|()| false).map_err(|e| io_error("cannot replace", at, e)),
-        Err(_) => Ok(false),
-    }
-}
-
 /// Creates a checked file, directory or hard link (symlinks wait for
-/// `finish`); a file is returned open for its data.
+/// `finish`, their directories do not); a file is returned open for its
+/// data.
 #[cfg(unix)]
-fn create(root: &Path, entry: &Entry, dirs: &mut Vec<Made>) -> Result<Option<std::fs::File>> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-    let at = place(root, &entry.path)?;
+fn create(cursor: &mut Cursor, entry: &Entry, dirs: &mut Vec<Made>) -> Result<Option<std::fs::File>> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::os::unix::fs::MetadataExt;
+    let path = &entry.path;
     match entry.kind {
         Kind::Directory => {
-            if !clear(&at, true)? {
+            let name = cursor.enter(path)?;
+            if !cursor.clear(path, name, true)? {
                 // Owner rwx until the end, so its contents can be made; the
                 // umask applies (the kernel's), and only ever narrows it.
-                std::fs::DirBuilder::new()
-                    .mode(entry.mode | 0o700)
-                    .create(&at)
-                    .map_err(|e| io_error("cannot create", &at, e))?;
-                let m = std::fs::symlink_metadata(&at).map_err(|e| io_error("cannot read", &at, e))?;
+                let made = rustix::fs::mkdirat(cursor.dir(), name, Mode::from_raw_mode((entry.mode | 0o700) as _));
+                cursor.call(made).map_err(|e| cursor.failed("cannot create", path, e))?;
+                let m = cursor
+                    .open_dir(path, name, DIRECTORY)?
+                    .metadata()
+                    .map_err(|e| io_error("cannot read", &cursor.root, e))?;
+                cursor.walked += 1;
                 let now = m.mode() & 0o7777;
                 // What the archive asked, under the umask: the bits mkdir kept of it.
-                dirs.push(Made { path: at, id: (m.dev(), m.ino()), now, mode: now & entry.mode });
+                if now & entry.mode != now {
+                    dirs.push(Made { path: path.clone(), id: (m.dev(), m.ino()), mode: now & entry.mode });
+                }
             }
             Ok(None)
         }
         Kind::File => {
-            clear(&at, false)?;
+            let name = cursor.enter(path)?;
+            cursor.clear(path, name, false)?;
             // O_EXCL and O_NOFOLLOW: not even a symlink raced in is
             // followed; the umask applies to the mode.
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .mode(entry.mode & 0o777)
-                .open(&at)
-                .map_err(|e| io_error("cannot create", &at, e))?;
-            Ok(Some(file))
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let file = rustix::fs::openat(cursor.dir(), name, flags, Mode::from_raw_mode((entry.mode & 0o777) as _));
+            Ok(Some(cursor.call(file).map(std::fs::File::from).map_err(|e| cursor.failed("cannot create", path, e))?))
         }
-        Kind::Symlink => Ok(None),
+        Kind::Symlink => {
+            cursor.enter(path)?;
+            Ok(None)
+        }
         Kind::HardLink => {
-            let source = place(root, &entry.link)?;
-            match std::fs::symlink_metadata(&source) {
-                Ok(m) if m.is_file() => {}
-                _ => {
-                    return Err(Error::new(
-                        ErrorCode::InvalidState,
-                        format!(
-                            "archive entry {} is a hard link to {}, which is not a file the archive made",
-                            archive::shown(&entry.path),
-                            archive::shown(&entry.link)
-                        ),
-                    ))
-                }
+            let (dir, source) = split(&entry.link);
+            if cursor.go(dir, false)?.is_some() || cursor.kind(source) != Some(FileType::RegularFile) {
+                return Err(Error::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "archive entry {} is a hard link to {}, which is not a file the archive made",
+                        archive::shown(path),
+                        archive::shown(&entry.link)
+                    ),
+                ));
             }
-            clear(&at, false)?;
-            std::fs::hard_link(&source, &at).map_err(|e| io_error("cannot create", &at, e))?;
+            let source_dir = cursor.dir.try_clone().map_err(|e| io_error("cannot open", &cursor.root, e))?;
+            let name = cursor.enter(path)?;
+            cursor.clear(path, name, false)?;
+            let linked = rustix::fs::linkat(&source_dir, source, cursor.dir(), name, rustix::fs::AtFlags::empty());
+            cursor.call(linked).map_err(|e| cursor.failed("cannot create", path, e))?;
             Ok(None)
         }
     }
@@ -813,6 +1005,48 @@ mod tests {
         }
     }
 
+    #[test]
+    fn extraction_walks_names_in_proportion_to_the_archive() {
+        // Names the kernel walks, for feed and finish together, at most one
+        // per two archive bytes (a name takes two in a path): checking each
+        // entry's directories by path walked each one's depth squared.
+        let shapes = [
+            // 1,000 nested directories, one entry each, and 200 links at the
+            // bottom, 10 up and 10 down.
+            ("deep", super::cost::deep(1000, 200, 10)),
+            // 100 files alternating between two directories 1,000 deep.
+            ("alternating", super::cost::alternating(1000, 100)),
+        ];
+        for (name, data) in shapes {
+            let dir = scratch(&format!("walked-{name}"));
+            let mut x = Extractor::new(&dir.join("to"), Limits::default(), false).unwrap();
+            data.chunks(64 * 1024).try_for_each(|piece| x.feed(piece)).unwrap();
+            x.end().unwrap();
+            let walked = x.walked();
+            assert!(walked <= data.len() as u64 / 2, "{name}: {walked} names walked for {} bytes", data.len());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn link_resolution_is_refused_within_its_budget() {
+        // 20 chains of 40 links 200 deep, each link up and down one level to
+        // the one before: following every chain from every link is refused
+        // once the steps run out (16 per entry), having walked a few names
+        // per step.
+        let dir = scratch("chains");
+        let data = super::cost::chains(200, 20, 40);
+        let mut x = Extractor::new(&dir.join("to"), Limits::default(), false).unwrap();
+        data.chunks(64 * 1024).try_for_each(|piece| x.feed(piece)).unwrap();
+        let (fed, budget) = (x.walked(), x.rules.budget());
+        assert_eq!(budget, archive::RESOLVE_STEPS_FLOOR + archive::RESOLVE_STEPS_PER_ENTRY * 801);
+        let e = x.end().unwrap_err();
+        assert_eq!(e.code, ErrorCode::TooLarge, "{}", e.message);
+        let walked = x.walked() - fed;
+        assert!(walked <= 4 * budget, "{walked} names walked for a budget of {budget} steps");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Replaces the file at a path.
     type Swap<'a> = dyn Fn(&Path) + 'a;
 
@@ -869,5 +1103,134 @@ mod tests {
             reset();
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Archives a hostile sandbox could send to make extraction expensive, and
+/// what extracting each costs (`cargo test --release -p sandbox-core
+/// extraction_cost -- --ignored --nocapture`).
+#[cfg(all(test, unix))]
+mod cost {
+    use super::*;
+    use crate::transfer::archive::{encode_end, encode_header, encode_padding};
+
+    fn push(out: &mut Vec<u8>, path: &[u8], kind: Kind, link: &[u8], size: u64) {
+        let e = Entry { path: path.to_vec(), link: link.to_vec(), kind, mode: 0o755, size, mtime: 0 };
+        encode_header(&e, out);
+        out.resize(out.len() + size as usize, b'x');
+        encode_padding(size, out);
+    }
+
+    fn end(mut out: Vec<u8>) -> Vec<u8> {
+        let n = out.len() as u64;
+        encode_end(n, &mut out);
+        out
+    }
+
+    /// `depth` nested directories `d/d/…` (one entry each), a file at the
+    /// bottom and `links` symlinks there, each `../` `up` times then `d/`
+    /// `up` times to the file.
+    pub(crate) fn deep(depth: usize, links: usize, up: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut path = Vec::new();
+        for _ in 0..depth {
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.push(b'd');
+            push(&mut out, &path, Kind::Directory, b"", 0);
+        }
+        push(&mut out, &[&path[..], b"/f"].concat(), Kind::File, b"", 1);
+        let target = [b"../".repeat(up), b"d/".repeat(up), b"f".to_vec()].concat();
+        for i in 0..links {
+            push(&mut out, &[&path[..], format!("/l{i}").as_bytes()].concat(), Kind::Symlink, &target, 0);
+        }
+        end(out)
+    }
+
+    /// `files` files alternating between the bottoms of two branches
+    /// `a/d/d/…` and `b/d/d/…`, each `depth` deep (no directory entries).
+    pub(crate) fn alternating(depth: usize, files: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let tail = b"/d".repeat(depth - 1);
+        for i in 0..files {
+            let branch: &[u8] = if i % 2 == 0 { b"a" } else { b"b" };
+            push(&mut out, &[branch, &tail[..], format!("/f{i}").as_bytes()].concat(), Kind::File, b"", 0);
+        }
+        end(out)
+    }
+
+    /// `files` empty files in one directory.
+    pub(crate) fn wide(files: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        push(&mut out, b"w", Kind::Directory, b"", 0);
+        for i in 0..files {
+            push(&mut out, format!("w/f{i}").as_bytes(), Kind::File, b"", 0);
+        }
+        end(out)
+    }
+
+    /// `chains` chains of `hops` links under a `depth`-deep directory, each
+    /// link `../d/l<i-1>`-like: up and down one level to the previous one,
+    /// whose resolution a later link repeats.
+    pub(crate) fn chains(depth: usize, chains: usize, hops: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let path = [b"d".to_vec(), b"/d".repeat(depth - 1)].concat();
+        push(&mut out, &[&path[..], b"/f"].concat(), Kind::File, b"", 1);
+        for c in 0..chains {
+            for h in 0..hops {
+                let target = if h == 0 { b"../d/f".to_vec() } else { format!("../d/c{c}h{}", h - 1).into_bytes() };
+                push(&mut out, &[&path[..], format!("/c{c}h{h}").as_bytes()].concat(), Kind::Symlink, &target, 0);
+            }
+        }
+        end(out)
+    }
+
+    /// CPU time of this thread so far.
+    fn cpu() -> std::time::Duration {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        std::time::Duration::from_nanos(stat.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0))
+    }
+
+    /// `COST_SHAPES` picks shapes by a part of their names.
+    #[test]
+    #[ignore = "a measurement: run in release with --nocapture"]
+    #[allow(clippy::print_stdout)] // The measurement is what it prints.
+    fn extraction_cost() {
+        type Shape = (&'static str, fn() -> Vec<u8>);
+        let shapes: [Shape; 6] = [
+            ("deep 2000 dirs, 3000 links up/down 10", || deep(2000, 3000, 10)),
+            ("deep 2000 dirs, 2000 links up/down 300", || deep(2000, 2000, 300)),
+            ("deep 500 dirs, 500 links up/down 10", || deep(500, 500, 10)),
+            ("alternating 2 x 2000 deep, 2000 files", || alternating(2000, 2000)),
+            ("wide 50000 files", || wide(50_000)),
+            ("chains 1000 deep, 100 x 40 hops", || chains(1000, 100, 40)),
+        ];
+        let pick = std::env::var("COST_SHAPES").unwrap_or_default();
+        for (name, make) in shapes.into_iter().filter(|(name, _)| name.contains(pick.as_str())) {
+            let data = make();
+            let dir = std::env::temp_dir().join(format!("transfer-cost-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let start = cpu();
+            let wall = std::time::Instant::now();
+            let mut calls = 0;
+            let result = (|| {
+                let mut x = Extractor::new(&dir, Limits::default(), false)?;
+                let fed = data.chunks(64 * 1024).try_for_each(|piece| x.feed(piece));
+                calls = x.walked();
+                fed?;
+                x.finish()
+            })();
+            let (cpu, wall) = (cpu() - start, wall.elapsed());
+            let outcome = match result {
+                Ok(t) => format!("ok ({} files, {} dirs)", t.files, t.directories),
+                Err(e) => format!("{:?}: {}", e.code, &e.message[..e.message.len().min(120)]),
+            };
+            println!(
+                "{name}: {} MB, {cpu:.2?} CPU, {wall:.2?} wall, {calls} names walked in feed: {outcome}",
+                data.len() / 1_000_000
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
