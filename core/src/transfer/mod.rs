@@ -278,10 +278,21 @@ pub(crate) async fn upload(
     limits: Limits,
 ) -> Result<Totals> {
     crate::files::check_path(dir)?;
-    match &source {
-        Source::Directory(root) => local::walk(root, limits, &mut |_, _, _| Ok(())).map(drop)?,
-        Source::Bytes(bytes) => check_bytes(bytes, limits)?,
-        Source::Stream(_) => {}
+    // The checks walk a whole local tree or archive: on the blocking pool,
+    // so a large one holds no runtime worker that other actors' calls need.
+    let check = match &source {
+        Source::Directory(root) => {
+            let root = root.clone();
+            Some(tokio::task::spawn_blocking(move || local::walk(&root, limits, &mut |_, _, _| Ok(())).map(drop)))
+        }
+        Source::Bytes(bytes) => {
+            let bytes = bytes.clone();
+            Some(tokio::task::spawn_blocking(move || check_bytes(&bytes, limits)))
+        }
+        Source::Stream(_) => None,
+    };
+    if let Some(check) = check {
+        check.await.map_err(|e| Error::internal(format!("the upload's local check failed: {e}")))??;
     }
     let env = vec![
         ("transfer_dir".to_owned(), dir.to_owned()),
