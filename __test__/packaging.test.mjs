@@ -64,6 +64,15 @@ describe("packaging", () => {
     }
   });
 
+  test("engines is the adapter's own range (>= 22.19.0: Node 23, 25 and 27 too), on the root and every platform package", () => {
+    // @rivet-dev/sandbox-adapter says `node >= 22.19.0`; a narrower range here
+    // would make npm warn (or refuse, with engine-strict) where the adapter runs.
+    for (const dir of ["", ...keys.map((k) => `npm/${k}/`)]) {
+      const { engines } = JSON.parse(readFileSync(`${root}${dir}package.json`, "utf8"));
+      assert.deepEqual(engines, { node: ">=22.19.0" }, `${dir}package.json`);
+    }
+  });
+
   test("npm pack contains exactly the package's files", () => {
     const [packed] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json"], { cwd: root, encoding: "utf8" }));
     const files = packed.files.map((f) => f.path).sort();

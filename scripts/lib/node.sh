@@ -9,8 +9,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
 # The test command's Node: the current LTS (Node 26 became LTS on 2026-10-28;
 # Node 20 reached its end of life in April 2026, and @rivet-dev/sandbox-adapter
 # needs >= 22.19). Pinned with the sha512 the registry gives each tarball; the
-# other supported majors (22, 24) are test-node-matrix.sh's, package.json's
-# `engines` names all three.
+# other supported majors (22, 24) are test-node-matrix.sh's; package.json's
+# `engines` is the adapter's own `>=22.19.0`.
 NODE_LTS=26.12.1
 declare -A NODE_LTS_SHA512=(
 	[x64]=sha512-jk5LMAmgHlPlPMWpsUrSOqNaEZG+11UNd35hWQ+p5/XGaelWuTqJ69IcAy/5xtPPN4d5ZRBNOGB6gLMCh2kL9A==
