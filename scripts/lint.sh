@@ -13,7 +13,7 @@ source scripts/lib/cargo-env.sh
 source scripts/lib/shellcheck.sh
 
 echo "lint: shellcheck (the project's scripts and the local control plane's, dev/cluster)"
-"$SHELLCHECK" -S warning scripts/*.sh scripts/lib/*.sh dev/cluster/*.sh .ci/run
+"$SHELLCHECK" -S warning scripts/*.sh scripts/lib/*.sh dev/cluster/*.sh dev/cluster/node/*.sh dev/cluster/node/*/*.sh .ci/run
 echo "lint: the in-pod scripts, each file on its own (shellcheck -s sh, dash -n)"
 # A library sets variables its scripts read (SC2034) and a script reads
 # variables its libraries set (SC2154): those two are checked on the scripts

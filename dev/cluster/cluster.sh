@@ -104,7 +104,7 @@ build_k8s() {
 	ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S"
 	(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -ldflags="$ld" -o "$1/" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd)
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet ./cmd/etcd)
 }
 
 build_thirdparty() {
@@ -124,9 +124,10 @@ build_nodeexec() {
 
 build() {
 	local t0=$SECONDS
-	if [[ ! -x $K8S_BIN/kube-apiserver ]]; then
+	install_packages
+	if [[ ! -x $K8S_BIN/kubelet ]]; then
 		log "building Kubernetes $K8S components and etcd (cold: ~10-15 min on 2 cores)"
-		build_into "$K8S_BIN" kube-apiserver build_k8s || die "building Kubernetes failed"
+		build_into "$K8S_BIN" kubelet build_k8s || die "building Kubernetes failed"
 	fi
 	if [[ ! -x $EXT_BIN/agent-sandbox-controller ]]; then
 		log "building kwok $KWOK and agent-sandbox controller $SBX"
@@ -137,13 +138,30 @@ build() {
 		build_into "$NODEEXEC_BIN" nodeexec build_nodeexec || die "building nodeexec failed"
 	fi
 	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"
-	return 0
+	build_real_node
 }
 
 # modcache MODULE: its directory in the module cache, at the pinned version.
 modcache() { (cd "$HERE/thirdparty" && go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); }
 
 KUBECTL() { "$K8S_BIN/kubectl" --kubeconfig "$ADMIN" "$@"; }
+
+# install_packages: the Debian packages the real node needs (its tools, the
+# CNI plugins, libseccomp for runc's seccomp, and what builds its images),
+# installed once when one is missing.
+NODE_PACKAGES=(iproute2 iptables ipset socat containernetworking-plugins libseccomp-dev pkg-config gcc libc6-dev mmdebstrap umoci)
+install_packages() {
+	local missing=() p
+	for p in "${NODE_PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+	done
+	((${#missing[@]})) || return 0
+	command -v apt-get >/dev/null || die "the real node needs these packages: ${missing[*]}"
+	log "installing ${missing[*]} (apt)"
+	apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed"
+}
 
 # --- processes ---------------------------------------------------------------
 
@@ -213,6 +231,9 @@ stop_pid() {
 	rm -f "$RUN/$name.pid" "$RUN/$name.supervisor"
 }
 
+# shellcheck source=node/realnode.sh
+source "$HERE/node/realnode.sh"
+
 # --- PKI and kubeconfigs -----------------------------------------------------
 
 pki() {
@@ -232,6 +253,7 @@ pki() {
 		openssl genrsa -out sa.key 2048 2>/dev/null
 		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 	)
+	node_pki
 	write_kubeconfig "$ADMIN" admin "" --client-certificate="$PKI/admin.crt" --client-key="$PKI/admin.key" --embed-certs
 }
 
@@ -374,7 +396,9 @@ start_apiserver() {
 		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
 		--service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC --allow-privileged=true \
 		--endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalIP,Hostname \
-		--disable-admission-plugins=TaintNodesByCondition --cert-dir="$STATE/apiserver-certs" "${extra[@]}"
+		--disable-admission-plugins=TaintNodesByCondition --cert-dir="$STATE/apiserver-certs" \
+		--kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+		"${extra[@]}"
 	wait_for kube-apiserver 60 KUBECTL get --raw=/readyz
 }
 
@@ -527,6 +551,7 @@ EOF
 healthy() {
 	local c
 	for c in "${COMPONENTS[@]}"; do alive "$c" || return 1; done
+	real_node_healthy || return 1
 	KUBECTL get --raw=/readyz >/dev/null 2>&1 && [[ -f $STATE/env ]]
 }
 
@@ -544,6 +569,7 @@ up() {
 	command -v openssl >/dev/null || die "openssl is required"
 	command -v nsenter >/dev/null || die "nsenter (util-linux) is required"
 	command -v setpriv >/dev/null || die "setpriv (util-linux) is required"
+	install_packages
 	[[ $(id -u) == 0 ]] || die "nodeexec needs root (mount and PID namespaces)"
 	build
 	if healthy && [[ $(setup_key) != "$(cat "$SETUP_KEY" 2>/dev/null)" ]]; then
@@ -567,6 +593,7 @@ up() {
 	install_crds
 	start_controllers
 	start_node
+	start_real_node
 	start_agent_sandbox
 	setup_objects
 	if scale; then scale_namespace; fi
@@ -599,6 +626,7 @@ down() {
 		alive "$c" && [[ ${1:-} != quiet ]] && log "stopping $c"
 		stop_pid "$c"
 	done
+	stop_real_node
 	# Pod inits left behind if nodeexec died without cleaning up.
 	for p in "$STATE"/node/pods/*/init.pid; do
 		[[ -f $p ]] && kill -9 "$(cat "$p")" 2>/dev/null || true
@@ -608,7 +636,7 @@ down() {
 
 status() {
 	local c
-	for c in "${COMPONENTS[@]}"; do
+	for c in "${COMPONENTS[@]}" "${REAL_COMPONENTS[@]}"; do
 		local restarts="" n code at
 		# "N CODE TIME": restarted N times by its supervisor, the last after exit CODE at TIME.
 		if [[ -f $RUN/$c.restarts ]] && read -r n code at <"$RUN/$c.restarts"; then
