@@ -23,6 +23,16 @@ export const skip = process.env.SANDBOX_TEST_ADMIN_KUBECONFIG
 
 export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "agents";
 
+/**
+ * The sandbox image of direct-mode tests: the real node's Debian image
+ * (dev/cluster/node/images.sh), the one the shipped templates name; no image
+ * can be pulled there.
+ */
+export const image = "docker.io/library/debian:bookworm-slim";
+
+/** An image on the node without /bin/sh (the pod sandbox's pause image): a container that cannot start. */
+export const noShellImage = "registry.k8s.io/pause:3.10.2";
+
 /** Runs kubectl as the cluster admin in the test namespace. */
 export function kubectl(...args) {
   return execFileSync(

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { apiConnections } from "../bench/lib/scale-observe.mjs";
-import { actorId, namespace, skip } from "./cluster.mjs";
+import { actorId, image, namespace, skip } from "./cluster.mjs";
 import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
 
 const kubeconfig = () => readFileSync(process.env.KUBECONFIG, "utf8");
@@ -39,7 +39,7 @@ describe("the API connection", { skip, timeout: 300_000 }, () => {
     // The local API server's certificate names 127.0.0.1 and kubernetes.default.svc, not other.example.
     const id = `${namespace}/sbx-00000000000000000000`;
     const ctx = { actorId: actorId("server-name") };
-    const options = (kubeConfig) => ({ namespace, sandbox: { image: "local/sandbox:latest" }, suspend: "none", kubeConfig });
+    const options = (kubeConfig) => ({ namespace, sandbox: { image }, suspend: "none", kubeConfig });
     const named = agentSandboxProvider(options(withServerName("kubernetes.default.svc")));
     assert.equal(await named.connect(ctx, id), undefined, "reached the API server: no such sandbox");
     const wrong = agentSandboxProvider(options(withServerName("other.example")));

@@ -14,10 +14,10 @@ import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
-import { actorId, getObject, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, getObject, image, namespace, objectName, skip } from "./cluster.mjs";
 
 const manifests = fileURLToPath(new URL("../examples/manifests/", import.meta.url));
-const IMAGE = "local/sandbox:latest";
+const IMAGE = image;
 const S = "sandboxes.agents.x-k8s.io";
 
 /** Every object of every YAML file of examples/manifests/, with its file's text. */

@@ -11,10 +11,10 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
-import { actorId, apiserver, clientToken, getObject, kubectl, leftovers, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, apiserver, clientToken, getObject, image, kubectl, leftovers, namespace, noShellImage, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";
-const IMAGE = "local/sandbox:latest";
+const IMAGE = image;
 
 /** The full cycle: exec, suspend (pod gone), resume (PVC kept, rootfs fresh), destroy (nothing left). */
 async function fullCycle(p, events, ctx, id, sandboxName) {
@@ -195,7 +195,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("a crash-looping container fails connect with sandbox_failed", async () => {
-    const { p } = provider({ sandbox: { image: "local/crash-loop:1" }, suspend: "none" });
+    const { p } = provider({ sandbox: { image: noShellImage }, suspend: "none" });
     await withSandbox(p, "crashloop", async (ctx, id) => {
       await assert.rejects(p.connect(ctx, id), (err) => err.code === "sandbox_failed" && /CrashLoopBackOff/.test(err.message));
     });

@@ -13,7 +13,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { after, before, describe, test } from "node:test";
 import { ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, getObject, kubectl, namespace, objectName, serverPort, skip } from "./cluster.mjs";
+import { actorId, getObject, image, kubectl, namespace, objectName, serverPort, skip } from "./cluster.mjs";
 import { provider, withSandbox } from "./sandbox-fixture.mjs";
 
 setFlagsFromString("--expose-gc");
@@ -476,7 +476,7 @@ describe("ports", { skip, timeout: 600_000 }, () => {
   });
 
   test("url: a direct sandbox with service: true is named by its headless Service", async () => {
-    const direct = provider({ sandbox: { image: "local/sandbox:latest", service: true }, suspend: "none", cwd: "/tmp" }).p;
+    const direct = provider({ sandbox: { image, service: true }, suspend: "none", cwd: "/tmp" }).p;
     await withSandbox(direct, "ports-url", async (c, sid) => {
       const box = await direct.connect(c, sid);
       const name = objectName(sid);
@@ -518,7 +518,7 @@ describe("ports", { skip, timeout: 600_000 }, () => {
 describe("listeningPorts with a forged table", { skip, timeout: 300_000 }, () => {
   const forged = "/tmp/forged";
   const { p } = provider({
-    sandbox: { image: "local/sandbox:latest", env: { PATH: `${forged}:/usr/local/bin:/usr/bin:/bin` } },
+    sandbox: { image, env: { PATH: `${forged}:/usr/local/bin:/usr/bin:/bin` } },
     suspend: "none",
     cwd: "/tmp",
   });

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, getObject, kubectl, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, getObject, image, kubectl, namespace, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";
 const C = "sandboxclaims.extensions.agents.x-k8s.io";
@@ -47,7 +47,7 @@ const EXPECTED = [
 const ROLE = "sandbox-client-warm-pool";
 /** The local cluster's per-mode identities (dev/cluster/cluster.sh), each holding its mode's Role alone. */
 const KUBECONFIG = { "warm-pool": process.env.SANDBOX_TEST_WARM_POOL_KUBECONFIG, direct: process.env.SANDBOX_TEST_DIRECT_KUBECONFIG };
-const IMAGE = "local/sandbox:latest";
+const IMAGE = image;
 
 /** kubectl as `mode`'s ServiceAccount, `input` on stdin. */
 const kubectlAs = (mode, args, input) =>

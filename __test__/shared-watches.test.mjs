@@ -5,10 +5,10 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { actorId, apiserver, getObject, kubectl, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, apiserver, getObject, image, kubectl, namespace, objectName, skip } from "./cluster.mjs";
 import { provider } from "./sandbox-fixture.mjs";
 
-const IMAGE = "local/sandbox:latest";
+const IMAGE = image;
 const C = "sandboxclaims.extensions.agents.x-k8s.io";
 const NODE = "kwok-node-0";
 
