@@ -210,11 +210,19 @@ describe("a hostile sandbox", { skip, timeout: 900_000 }, () => {
     const cpu0 = process.cpuUsage();
     const t0 = Date.now();
     for (let i = 0; i < 50; i++) await a.sandbox.exec("yes &", { cwd: dir });
-    // The drains' budgets run out and their connections close: each `yes`
-    // then dies of EPIPE, as under `docker exec` when its client goes.
+    // The drains' budgets run out and their connections close. Then each
+    // `yes` either dies of EPIPE (nodeexec closes the exec's pipes, as under
+    // `docker exec` when its client goes) or, where the runtime keeps the
+    // exec's stdout open (containerd's FIFO on a real node), blocks on it
+    // once it is full: none keeps running. Two samples of their CPU ticks a
+    // round trip apart that agree, none runnable, say they all stopped.
+    const yesTicks = "cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == \"(yes)\" { n++; t += $14 + $15; if ($3 == \"R\") r++ } END { print n + 0, t + 0, r + 0 }'";
+    let last = "";
     for (;;) {
-      const left = Number((await sh(a.sandbox, "pgrep -x yes | wc -l")).trim());
-      if (left === 0) break;
+      const now = (await sh(a.sandbox, yesTicks)).trim();
+      const [alive, , running] = now.split(" ").map(Number);
+      if (alive === 0 || (running === 0 && now === last)) break;
+      last = now;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     const cpu = process.cpuUsage(cpu0);
