@@ -490,8 +490,9 @@ describe("isolation on the local cluster", { skip, timeout: 600_000 }, () => {
       });
       assert.equal(spec.enableServiceLinks, false);
       const sandbox = await p.connect(ctx, id);
-      assert.deepEqual(await status(sandbox, "Uid", "Gid", "Groups", "NoNewPrivs", "CapEff", "CapBnd"), {
-        Uid: "1000\t1000\t1000\t1000", Gid: "1000\t1000\t1000\t1000", Groups: "1000", NoNewPrivs: "1",
+      // Seccomp 2: the runtime applied RuntimeDefault (filter mode).
+      assert.deepEqual(await status(sandbox, "Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapEff", "CapBnd"), {
+        Uid: "1000\t1000\t1000\t1000", Gid: "1000\t1000\t1000\t1000", Groups: "1000", NoNewPrivs: "1", Seccomp: "2",
         CapEff: "0000000000000000", CapBnd: "0000000000000000",
       });
       // The workspace is the fsGroup's; /tmp and /dev/shm (the provider's own records) are everyone's.

@@ -5,8 +5,8 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { getObject, skip } from "./cluster.mjs";
-import { openSandbox, scratchDir, sh } from "./sandbox-fixture.mjs";
+import { getObject, image, skip } from "./cluster.mjs";
+import { openSandbox, provider, scratchDir, sh, withSandbox } from "./sandbox-fixture.mjs";
 
 /** A Kubernetes quantity ("2Gi", "512M", "1500m", "2") as a number. */
 function quantity(q) {
@@ -109,5 +109,22 @@ describe("usage", { skip, timeout: 600_000 }, () => {
     const u = await sandbox.usage({ sampleMs: 1 });
     console.log(`usage({ sampleMs: 1 }) took ${(performance.now() - t0).toFixed(0)} ms`);
     assert.equal(typeof u.cpuPercent, "number");
+  });
+
+  test("the container's memory limit kills a process that goes past it, and usage() counts the kill", async () => {
+    const { p } = provider({ sandbox: { image, resources: { memory: "64Mi" } }, suspend: "none", cwd: "/tmp" });
+    await withSandbox(p, "oom", async (ctx, id) => {
+      const box = await p.connect(ctx, id);
+      const before = await box.usage();
+      assert.equal(before.memoryLimitBytes, 64 * 1024 * 1024);
+      assert.equal(before.oomKills, 0);
+      // tail holds the line that never ends: 200 MB, past the 64 MiB limit.
+      const r = await box.exec("head -c 200000000 /dev/zero | tail > /dev/null; echo survived");
+      assert.equal(r.stdout, "survived\n", "the shell outside the killed pipeline lives on");
+      const after = await box.usage();
+      console.log(`oomKills ${before.oomKills} -> ${after.oomKills}`);
+      assert.ok(after.oomKills >= 1, `oomKills ${after.oomKills}`);
+      assert.ok(after.memoryBytes <= after.memoryLimitBytes);
+    });
   });
 });
