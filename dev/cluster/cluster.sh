@@ -73,6 +73,10 @@ K8S_BIN=$CACHE/k8s-$K8S-$(hash_of "$HERE/go.mod" "$HERE/go.sum")
 EXT_BIN=$CACHE/thirdparty-$(hash_of "$HERE/thirdparty/go.mod" "$HERE/thirdparty/go.sum")
 nodeexec_key() { echo "$CACHE/nodeexec-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/nodeexec/*.go)"; }
 NODEEXEC_BIN=$(nodeexec_key)
+# The real node's NetworkPolicy engine (cmd/netpol): kube-router's netpol
+# package, in this module, so its build reuses the Kubernetes libraries'.
+netpol_key() { echo "$CACHE/netpol-$(hash_of "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/netpol/*.go)"; }
+NETPOL_BIN=$(netpol_key)
 
 # build_into DEST PROBE CMD...: runs "CMD... <dir>" to build into a private
 # directory next to DEST, then moves that into place (DEST/PROBE marks a
@@ -122,6 +126,15 @@ build_nodeexec() {
 	fi
 }
 
+build_netpol() {
+	(cd "$HERE" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$1/netpol" ./cmd/netpol)
+	# As for nodeexec: the key was taken before the build.
+	if [[ $(netpol_key) != "$NETPOL_BIN" ]]; then
+		log "netpol's sources changed during its build: run 'cluster.sh up' again"
+		return 1
+	fi
+}
+
 build() {
 	local t0=$SECONDS
 	install_packages
@@ -136,6 +149,10 @@ build() {
 	if [[ ! -x $NODEEXEC_BIN/nodeexec ]]; then
 		log "building nodeexec"
 		build_into "$NODEEXEC_BIN" nodeexec build_nodeexec || die "building nodeexec failed"
+	fi
+	if [[ ! -x $NETPOL_BIN/netpol ]]; then
+		log "building netpol (kube-router's NetworkPolicy controller)"
+		build_into "$NETPOL_BIN" netpol build_netpol || die "building netpol failed"
 	fi
 	(( SECONDS - t0 > 1 )) && log "build took $((SECONDS - t0)) s"
 	build_real_node
@@ -549,6 +566,19 @@ export SANDBOX_TEST_DIRECT_KUBECONFIG=$STATE/direct.kubeconfig
 export SANDBOX_TEST_NAMESPACE=$NS
 export SANDBOX_TEST_KUBECTL=$K8S_BIN/kubectl
 export SANDBOX_CLUSTER_SCRIPT=$HERE/cluster.sh
+EOF
+	# The real node's network (node/realnode.sh), for network-policy.test.mjs:
+	# its netns, the fake hosts' netns and addresses, and the address its
+	# kubelet (and its pods) reach the API server's relay at; the port is the
+	# API server's, in the kubeconfigs.
+	cat >>"$STATE/env" <<EOF
+export SANDBOX_TEST_REAL_NODE=$REAL_NODE
+export SANDBOX_TEST_NODE_NETNS=$NODE_NS
+export SANDBOX_TEST_INET_NETNS=$INET_NS
+export SANDBOX_TEST_INET_ADDR=$INET_IP
+export SANDBOX_TEST_META_NETNS=$META_NS
+export SANDBOX_TEST_META_ADDR=$META_IP
+export SANDBOX_TEST_API_RELAY_ADDR=$NODE_HOST_IP
 EOF
 	if scale; then
 		cat >>"$STATE/env" <<EOF

@@ -3,8 +3,8 @@
 # built from Debian packages, a bridge CNI and kube-router's NetworkPolicy
 # controller, in a network namespace of its own with no route off this
 # machine. Sourced by cluster.sh (uses its STATE, CACHE, SLOT, PKI, RUN, ADMIN,
-# K8S_BIN, HERE, log, die, start, stop_pid, wait_for, KUBECTL). See
-# README.md, "The real node".
+# K8S_BIN, NETPOL_BIN, HERE, log, die, start, stop_pid, wait_for, KUBECTL,
+# write_kubeconfig). See README.md, "The real node".
 #
 #   root netns:  sbxh$SLOT 10.200.$SLOT.1/30 ── veth ──┐  the API server's relay listens here
 #   netns sbxnode-$SLOT ("the node", no default route): │
@@ -30,7 +30,7 @@ NODE_STATE=$STATE/realnode
 # Pods' cgroups, in every v1 hierarchy (the kubelet's cgroupRoot): one per
 # slot, so two clusters' kubelets never share /kubepods.
 NODE_CGROUP=sbx-$SLOT
-REAL_COMPONENTS=(node-apiproxy containerd kubelet)
+REAL_COMPONENTS=(node-apiproxy containerd kubelet netpol)
 
 # The runtime builds: each its own module (dev/cluster/node/*/go.mod), so
 # their dependency sets never mix with each other's or Kubernetes'.
@@ -337,6 +337,31 @@ start_kubelet() {
 	wait_for kubelet 90 KUBECTL wait --for=condition=Ready "node/$REAL_NODE" --timeout=1s
 }
 
+# --- NetworkPolicy -------------------------------------------------------------
+
+# netpol (cmd/netpol, kube-router's NetworkPolicy controller) in the node's
+# network namespace, so its iptables rules and ipsets are the node's: they
+# see the pods' bridged and routed traffic there, and vanish with the netns
+# at `down`. It starts after the kubelet has registered the Node, whose
+# InternalIP tells it which pods are local.
+start_netpol() {
+	# The admin identity (it lists pods, namespaces and policies cluster-wide),
+	# through the relay: 127.0.0.1 in the node netns is the node's own.
+	write_kubeconfig "$NODE_STATE/netpol.kubeconfig" admin "" \
+		--client-certificate="$PKI/admin.crt" --client-key="$PKI/admin.key" --embed-certs
+	"$K8S_BIN/kubectl" config --kubeconfig="$NODE_STATE/netpol.kubeconfig" set-cluster local \
+		--server="https://$NODE_HOST_IP:$P_API" --tls-server-name=localhost >/dev/null
+	start netpol nsenter --net="/run/netns/$NODE_NS" -- "$NETPOL_BIN/netpol" \
+		--kubeconfig="$NODE_STATE/netpol.kubeconfig" --hostname-override="$REAL_NODE"
+	wait_for netpol 60 netpol_synced
+}
+
+# netpol_synced: its first full sync is in the node's filter table (the
+# explicit ACCEPT it appends to its top-level chains at the end of each).
+netpol_synced() {
+	in_node iptables -S KUBE-ROUTER-FORWARD 2>/dev/null | grep -q 'explicitly ACCEPT traffic that comply to network policies'
+}
+
 restore_sysctls() {
 	local t v
 	[[ -f $STATE/sysctls ]] || return 0
@@ -350,6 +375,7 @@ start_real_node() {
 	start node-apiproxy socat "TCP-LISTEN:$P_API,bind=$NODE_HOST_IP,fork,reuseaddr" "TCP:127.0.0.1:$P_API"
 	start_containerd
 	start_kubelet
+	start_netpol
 	KUBECTL apply -f "$HERE/manifests/runtime-classes.yaml" >/dev/null
 }
 
