@@ -39,6 +39,8 @@ const DNS_POD = `np-dns-${run_id}`;
 const OTHER_POD = `np-not-dns-${run_id}`;
 /** The port the pods' servers listen on (not 80/443/53: the policy opens none of those to pods). */
 const POD_PORT = 7000;
+/** A port of the node's in kube-router's NodePort range (its default, 30000-32767). */
+const NODE_PORT = 30080;
 
 /**
  * An echo server for every `tcp/PORT` and `udp/PORT` argument: each datagram
@@ -188,6 +190,15 @@ function apiPort() {
   return Number(new URL(server).port);
 }
 
+/** The real node's InternalIP and kubelet port, from its Node object. */
+async function realNode() {
+  const node = JSON.parse(await admin(["get", "node", env.SANDBOX_TEST_REAL_NODE, "-o", "json"]));
+  return {
+    ip: node.status.addresses.find((a) => a.type === "InternalIP").address,
+    kubeletPort: node.status.daemonEndpoints.kubeletEndpoint.Port,
+  };
+}
+
 describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeout: 600_000 }, () => {
   /** Sandboxes A and B (provider objects), the servers, and the addresses to probe. */
   const s = { hosts: [], boxes: [] };
@@ -225,6 +236,8 @@ describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeo
     // The fake hosts: the internet on 80, 443, 8080 and DNS, the metadata address on 80.
     s.hosts.push(await hostServer(env.SANDBOX_TEST_INET_NETNS, ["tcp/80", "tcp/443", "tcp/8080", "udp/53"]));
     s.hosts.push(await hostServer(env.SANDBOX_TEST_META_NETNS, ["tcp/80"]));
+    // A listener of the node itself in the NodePort range (see the last test).
+    s.hosts.push(await hostServer(env.SANDBOX_TEST_NODE_NETNS, [`tcp/${NODE_PORT}`]));
     // Pods the admin makes: two in a namespace without a policy, and two in
     // kube-system listening on 53, one of them labelled as the cluster's DNS.
     await admin(["create", "namespace", OPEN_NS]);
@@ -296,11 +309,11 @@ describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeo
   });
 
   test("a sandbox reaches neither the API server's address, nor its node's kubelet, nor the metadata address; a pod without a policy does", async () => {
-    const node = JSON.parse(await admin(["get", "node", env.SANDBOX_TEST_REAL_NODE, "-o", "json"]));
+    const node = await realNode();
     const got = await fromAll({
       "API server": [env.SANDBOX_TEST_API_RELAY_ADDR, apiPort(), "tcp", "connect"],
       // The node's InternalIP and the kubelet's port (its KubeletConfiguration).
-      kubelet: [node.status.addresses.find((a) => a.type === "InternalIP").address, node.status.daemonEndpoints.kubeletEndpoint.Port, "tcp", "connect"],
+      kubelet: [node.ip, node.kubeletPort, "tcp", "connect"],
       metadata: [env.SANDBOX_TEST_META_ADDR, 80],
     });
     assert.deepEqual(
@@ -336,4 +349,19 @@ describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeo
     const dns = (other) => ({ "kube-dns udp/53": "echo", "kube-dns tcp/53": "echo", "other kube-system pod udp/53": other, "other kube-system pod tcp/53": other });
     assert.deepEqual(got, expected(dns("refused"), dns("echo")));
   });
+
+  // kube-router RETURNs TCP and UDP to the node's own addresses in the
+  // NodePort range before any pod's policy (its KUBE-ROUTER-INPUT chain,
+  // "allow LOCAL TCP traffic to node ports"), so every sandbox reaches
+  // whatever listens there on its node, against what the policy says of
+  // nodes. Kept as a todo: it runs and shows the outcome, without failing
+  // the suite, until the engine or the cluster closes it.
+  test(
+    "a sandbox reaches no listener of its node in the NodePort range",
+    { todo: "kube-router exempts the node's own addresses on ports 30000-32767 from every NetworkPolicy" },
+    async () => {
+      const got = await fromAll({ "node:30080": [(await realNode()).ip, NODE_PORT] });
+      assert.deepEqual(got, expected({ "node:30080": "refused" }, { "node:30080": "echo" }));
+    },
+  );
 });
