@@ -1,15 +1,18 @@
 // The shipped NetworkPolicy (examples/manifests/network-policy.yaml) tested
-// by traffic: sandboxes on the local cluster's real node, whose NetworkPolicy
-// engine is kube-router's (dev/cluster/README.md, "NetworkPolicy"), open
-// connections to other pods, the node, the API server's address, the fake
-// metadata and internet hosts, and DNS pods; and pods of a namespace without
-// a policy open the same connections, so that no refusal passes because
-// nothing was listening or no route led there.
+// by traffic on the local cluster's real node, whose NetworkPolicy engine is
+// kube-router's (dev/cluster/README.md, "NetworkPolicy"): sandboxes of
+// namespace agents as the provider makes them (direct mode with runc and
+// with gVisor, and a claim on the shipped warm pool) open connections to
+// other pods, the node's kubelet, the API server's address, the fake
+// metadata and internet hosts, and DNS pods; a pod of a namespace without a
+// policy opens the same connections, so that no refusal passes because
+// nothing listened or no route led there. A blocked connection must be
+// refused (kube-router REJECTs), not time out.
 //
 // Every address here is on the real node's network, which the cluster made
 // in network namespaces of its own with no route off this machine
-// (dev/cluster/node/realnode.sh); the fake hosts' servers are started for
-// this suite and stopped after it.
+// (dev/cluster/node/realnode.sh); the servers in the fake hosts' (and the
+// node's) namespaces are started for this suite and stopped after it.
 
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
@@ -17,7 +20,7 @@ import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { provider } from "./sandbox-fixture.mjs";
-import { actorId, namespace, objectName, skip as noCluster } from "./cluster.mjs";
+import { actorId, image, namespace, objectName, skip as noCluster } from "./cluster.mjs";
 
 const run = promisify(execFile);
 const env = process.env;
@@ -29,8 +32,7 @@ const skip =
       ? "needs root (servers in the fake hosts' network namespaces, the node's iptables)"
       : undefined);
 
-// The real node's image: Debian with python3 (dev/cluster/node/images.sh).
-const IMAGE = "docker.io/library/debian:bookworm-slim";
+// The admin's pods go where the sandboxes go, and the engine runs: the real node.
 const ON_REAL_NODE = { "sandbox.local/node": "real" };
 const run_id = `${process.pid}-${Date.now().toString(36)}`;
 /** A namespace without any NetworkPolicy: its pods are the positive controls. */
@@ -144,7 +146,8 @@ const serverPod = (ns, name, labels, ports) => ({
     nodeSelector: ON_REAL_NODE,
     terminationGracePeriodSeconds: 1,
     automountServiceAccountToken: false,
-    containers: [{ name: "server", image: IMAGE, command: ["python3", "-c", SERVER, ...ports] }],
+    // The real node's Debian image has python3 (dev/cluster/node/images.sh).
+    containers: [{ name: "server", image, command: ["python3", "-c", SERVER, ...ports] }],
   },
 });
 
@@ -200,9 +203,14 @@ async function realNode() {
 }
 
 describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeout: 600_000 }, () => {
-  /** Sandboxes A and B (provider objects), the servers, and the addresses to probe. */
-  const s = { hosts: [], boxes: [] };
-  /** pod -> its IP. */
+  /**
+   * The sandboxes, each { p, ctx, id, pod, sandbox }: a and b direct-mode
+   * with the default runtime (runc), g direct-mode with gVisor (its own
+   * network stack, behind the same veth), w a claim on the shipped warm pool
+   * pool-ephemeral (the template's pod); and the fake hosts' servers.
+   */
+  const s = { boxes: {}, hosts: [] };
+  /** pod name -> its IP. */
   const ip = {};
 
   /** Runs PROBE in sandbox `box`. */
@@ -216,21 +224,27 @@ describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeo
     (await admin(["-n", ns, "exec", name, "--", "python3", "-c", PROBE, host, String(port), proto, mode])).trim();
 
   /**
-   * Each of `cases` ({ name: [host, port, proto, mode] }) from sandbox A
-   * (runc), sandbox G (gVisor: its own network stack, behind the same veth)
-   * and open pod A: { runc: { name: outcome }, gvisor: ..., open: ... }.
+   * Each of `cases` ({ name: [host, port, proto, mode] }) from sandboxes a, g
+   * and w and from open pod A: { runc: { name: outcome }, gvisor, warm, open }.
+   * The four run at once, each its cases one after the other.
    */
   async function fromAll(cases) {
-    const got = { runc: {}, gvisor: {}, open: {} };
-    for (const [name, c] of Object.entries(cases)) {
-      got.runc[name] = await fromSandbox(s.boxes[0], ...c);
-      got.gvisor[name] = await fromSandbox(s.boxes[2], ...c);
-      got.open[name] = await fromPod(OPEN_NS, "open-a", ...c);
-    }
-    return got;
+    const clients = {
+      runc: (...c) => fromSandbox(s.boxes.a, ...c),
+      gvisor: (...c) => fromSandbox(s.boxes.g, ...c),
+      warm: (...c) => fromSandbox(s.boxes.w, ...c),
+      open: (...c) => fromPod(OPEN_NS, "open-a", ...c),
+    };
+    const each = async (probe) => {
+      const got = {};
+      for (const [name, c] of Object.entries(cases)) got[name] = await probe(...c);
+      return got;
+    };
+    const got = await Promise.all(Object.values(clients).map(each));
+    return Object.fromEntries(Object.keys(clients).map((k, i) => [k, got[i]]));
   }
-  /** What fromAll should return: `sandbox` for both sandboxes, `open` for the open pod. */
-  const expected = (sandbox, open) => ({ runc: sandbox, gvisor: sandbox, open });
+  /** What fromAll should return: `sandbox` from every sandbox, `open` from the open pod. */
+  const expected = (sandbox, open) => ({ runc: sandbox, gvisor: sandbox, warm: sandbox, open });
 
   before(async () => {
     // The fake hosts: the internet on 80, 443, 8080 and DNS, the metadata address on 80.
@@ -248,64 +262,60 @@ describe("the shipped NetworkPolicy, by traffic on the real node", { skip, timeo
       serverPod("kube-system", OTHER_POD, { app: "np-test" }, ["udp/53", "tcp/53"]),
     ];
     await admin(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: pods }));
-    // Sandboxes the provider makes, in direct mode, pinned to the real node:
-    // A and B with the default runtime (runc), G with gVisor.
-    const sandboxes = (runtimeClassName) =>
-      provider({
-        sandbox: { image: IMAGE, podTemplate: { spec: { nodeSelector: ON_REAL_NODE, runtimeClassName } } },
-        suspend: "none",
-        cwd: "/tmp",
-      }).p;
-    for (const [label, p] of [["np-a", sandboxes(null)], ["np-b", sandboxes(null)], ["np-g", sandboxes("gvisor")]]) {
-      const ctx = { actorId: actorId(label), client: () => undefined };
-      const id = await p.create(ctx);
-      s.boxes.push({ p, ctx, id, name: objectName(id) });
+    // The sandboxes, as the provider makes them (they run on the real node, checked below).
+    const direct = (runtimeClassName) =>
+      provider({ sandbox: { image, podTemplate: { spec: { runtimeClassName } } }, suspend: "none", cwd: "/tmp" }).p;
+    const warm = provider({ warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" }).p;
+    for (const [key, p] of [["a", direct(null)], ["b", direct(null)], ["g", direct("gvisor")], ["w", warm]]) {
+      const ctx = { actorId: actorId(`np-${key}`), client: () => undefined };
+      s.boxes[key] = { p, ctx, id: await p.create(ctx) };
     }
-    await Promise.all(s.boxes.map(async (b) => (b.sandbox = await b.p.connect(b.ctx, b.id))));
+    await Promise.all(Object.values(s.boxes).map(async (b) => (b.sandbox = await b.p.connect(b.ctx, b.id))));
+    for (const b of Object.values(s.boxes)) b.pod = objectName(b.id);
+    const claim = JSON.parse(await admin(["-n", namespace, "get", "sandboxclaims.extensions.agents.x-k8s.io", s.boxes.w.pod, "-o", "json"]));
+    s.boxes.w.pod = claim.status.sandbox.name;
     for (const [ns, name] of [[OPEN_NS, "open-a"], [OPEN_NS, "open-b"], ["kube-system", DNS_POD], ["kube-system", OTHER_POD]]) {
       await admin(["-n", ns, "wait", "--for=condition=Ready", `pod/${name}`, "--timeout=120s"]);
     }
-    const all = [...s.boxes.map((b) => [namespace, b.name]), [OPEN_NS, "open-a"], [OPEN_NS, "open-b"], ["kube-system", DNS_POD], ["kube-system", OTHER_POD]];
+    const all = [
+      ...Object.values(s.boxes).map((b) => [namespace, b.pod]),
+      [OPEN_NS, "open-a"],
+      [OPEN_NS, "open-b"],
+      ["kube-system", DNS_POD],
+      ["kube-system", OTHER_POD],
+    ];
     for (const [ns, name] of all) {
       const pod = JSON.parse(await admin(["-n", ns, "get", "pod", name, "-o", "json"]));
       assert.equal(pod.spec.nodeName, env.SANDBOX_TEST_REAL_NODE, `${ns}/${name} runs on the real node`);
       ip[name] = pod.status.podIP;
     }
-    // Sandbox B's server, as the sandbox's own user; up once it answers B itself.
-    s.boxes[1].server = await s.boxes[1].sandbox.spawn(`exec python3 -c ${quote(SERVER)} tcp/${POD_PORT}`);
-    await until("sandbox B's server", async () => (await fromSandbox(s.boxes[1], ip[s.boxes[1].name], POD_PORT)) === "echo");
+    // Sandbox b's server, as the sandbox's own user; up once it answers b itself.
+    const { b } = s.boxes;
+    b.server = await b.sandbox.spawn(`exec python3 -c ${quote(SERVER)} tcp/${POD_PORT}`);
+    await until("sandbox b's server", async () => (await fromSandbox(b, ip[b.pod], POD_PORT)) === "echo");
     await enforced(all);
   });
 
   after(async () => {
     for (const h of s.hosts) h.kill();
-    await Promise.allSettled(s.boxes.map((b) => b.p.destroy(b.ctx, b.id)));
+    await Promise.allSettled(Object.values(s.boxes).map((b) => b.p.destroy(b.ctx, b.id)));
     await admin(["-n", "kube-system", "delete", "pod", DNS_POD, OTHER_POD, "--ignore-not-found", "--wait=false"]).catch(() => {});
     await admin(["delete", "namespace", OPEN_NS, "--ignore-not-found", "--timeout=120s"]).catch(() => {});
   });
 
   test("no pod reaches a sandbox, and a sandbox reaches no pod; pods without a policy reach each other", async () => {
-    const [a, b, g] = s.boxes;
-    // What proves the servers listen: B's answers B over its own address,
+    const { a, b, g, w } = s.boxes;
+    // What proves the servers listen: b's answers b over its own address,
     // and the open pods answer each other over the node's bridge.
-    assert.equal(await fromSandbox(b, ip[b.name], POD_PORT), "echo");
+    assert.equal(await fromSandbox(b, ip[b.pod], POD_PORT), "echo");
     assert.equal(await fromPod(OPEN_NS, "open-a", ip["open-b"], POD_PORT), "echo");
-    assert.deepEqual(
-      {
-        "sandbox -> other sandbox": await fromSandbox(a, ip[b.name], POD_PORT),
-        "gVisor sandbox -> other sandbox": await fromSandbox(g, ip[b.name], POD_PORT),
-        "sandbox -> open pod": await fromSandbox(a, ip["open-b"], POD_PORT),
-        "gVisor sandbox -> open pod": await fromSandbox(g, ip["open-b"], POD_PORT),
-        "open pod -> sandbox": await fromPod(OPEN_NS, "open-a", ip[b.name], POD_PORT),
-      },
-      {
-        "sandbox -> other sandbox": "refused",
-        "gVisor sandbox -> other sandbox": "refused",
-        "sandbox -> open pod": "refused",
-        "gVisor sandbox -> open pod": "refused",
-        "open pod -> sandbox": "refused",
-      },
-    );
+    const got = {};
+    for (const [from, box] of Object.entries({ runc: a, gvisor: g, warm: w })) {
+      got[`${from} sandbox -> other sandbox`] = await fromSandbox(box, ip[b.pod], POD_PORT);
+      got[`${from} sandbox -> open pod`] = await fromSandbox(box, ip["open-b"], POD_PORT);
+    }
+    got["open pod -> sandbox"] = await fromPod(OPEN_NS, "open-a", ip[b.pod], POD_PORT);
+    assert.deepEqual(got, Object.fromEntries(Object.keys(got).map((k) => [k, "refused"])));
   });
 
   test("a sandbox reaches neither the API server's address, nor its node's kubelet, nor the metadata address; a pod without a policy does", async () => {
