@@ -30,6 +30,9 @@ export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "agents";
  */
 export const image = "docker.io/library/debian:bookworm-slim";
 
+/** The node sandboxes run on (a real kubelet: dev/cluster/node/realnode.sh). */
+export const node = process.env.SANDBOX_TEST_REAL_NODE ?? "real-node-0";
+
 /** An image on the node without /bin/sh (the pod sandbox's pause image): a container that cannot start. */
 export const noShellImage = "registry.k8s.io/pause:3.10.2";
 

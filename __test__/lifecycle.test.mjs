@@ -153,6 +153,8 @@ describe("lifecycle on the local cluster", { skip }, () => {
       assert.ok(again, "connect returns a sandbox while the claim exists");
       assert.equal((await sh(again, "echo after")).trim(), "after");
       assert.ok(claimed() && claimed() !== old, `the claim is bound to a new Sandbox (was ${old}, now ${claimed()})`);
+      // A kubelet takes the pod's grace period to stop it: wait for its deletion.
+      kubectl("wait", "--for=delete", `pod/${old}`, "--timeout=60s");
       assert.equal(getObject("pods", old), null, "the deleted Sandbox's pod is gone");
     });
   });

@@ -5,12 +5,12 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { actorId, apiserver, getObject, image, kubectl, namespace, objectName, skip } from "./cluster.mjs";
+import { actorId, apiserver, getObject, image, kubectl, namespace, node, objectName, skip } from "./cluster.mjs";
 import { provider } from "./sandbox-fixture.mjs";
 
 const IMAGE = image;
 const C = "sandboxclaims.extensions.agents.x-k8s.io";
-const NODE = "kwok-node-0";
+const NODE = node;
 
 /** `after - before` of two `stats().requests`, without zeros. */
 function spent(before, after) {

@@ -11,6 +11,8 @@ use super::resources::{bound_sandbox, condition, ClaimObject, SandboxObject};
 
 /// Sandbox `Ready=False` reasons that never recover by waiting.
 const SANDBOX_FAILED: [&str; 4] = ["PodFailed", "PodSucceeded", "SandboxExpired", "MultiplePods"];
+/// Those of them that describe the pod (see `sandbox_readiness`).
+const POD_FAILED: [&str; 2] = ["PodFailed", "PodSucceeded"];
 /// Claim `Ready=False` reasons that never recover by waiting.
 const CLAIM_FAILED: [&str; 6] = [
     "TemplateNotFound",
@@ -76,20 +78,30 @@ pub(crate) fn claim_binding(claim: &ClaimObject) -> Binding {
 /// Whether the Sandbox is ready for its current generation with `pod` (the
 /// pod named after it, if it exists). A terminating pod never counts: after
 /// a quick suspend/resume, Ready may briefly come from the dying pod.
+///
+/// A pod being deleted is never a failure either: a kubelet stops its
+/// containers and reports the pod `Succeeded` or `Failed` on its way out (a
+/// pod deleted by hand, a suspend), and the controller then makes another
+/// of the same name. Neither its phase nor the Sandbox's `PodSucceeded` /
+/// `PodFailed` that describe it mean the sandbox will not start; they count
+/// only while that pod is there and not going.
 pub(crate) fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> Readiness {
-    if let Some(failure) = pod.and_then(pod_failure) {
+    let live_pod = pod.filter(|p| p.metadata.deletion_timestamp.is_none());
+    if let Some(failure) = live_pod.and_then(pod_failure) {
         return Readiness::Failed(failure);
     }
     let generation = sandbox.metadata.generation;
     let conditions = sandbox.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     let ready = condition(conditions, "Ready").filter(|c| c.is_current(generation));
-    if let Some(c) = ready.filter(|c| !c.is_true() && SANDBOX_FAILED.contains(&c.reason.as_str())) {
+    let describes_going_pod = |reason: &str| POD_FAILED.contains(&reason) && pod.is_some() && live_pod.is_none();
+    if let Some(c) = ready
+        .filter(|c| !c.is_true() && SANDBOX_FAILED.contains(&c.reason.as_str()) && !describes_going_pod(&c.reason))
+    {
         return Readiness::Failed(format!("sandbox failed: {}", c.describe()));
     }
     if sandbox.spec.is_suspended() {
         return Readiness::Waiting("sandbox is suspended".into());
     }
-    let live_pod = pod.filter(|p| p.metadata.deletion_timestamp.is_none());
     let reconciler_error = ready.filter(|c| !c.is_true() && c.reason == "ReconcilerError");
     if let Some(c) =
         reconciler_error.filter(|c| pod.is_none() && ADMISSION_REFUSED.iter().any(|m| c.message.contains(m)))

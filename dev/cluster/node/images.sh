@@ -6,10 +6,10 @@
 #   images.sh OUT_DIR K8S_MODULE_DIR
 #
 #   OUT_DIR/debian.tar   docker.io/library/debian:bookworm-slim: Debian 12
-#                        minbase + python3 and procps (the tests' servers and
-#                        `ps`), user `sandbox` (1000:1000). Named as the
-#                        shipped templates name their image, so they run
-#                        unchanged.
+#                        minbase + python3, nodejs and procps (the tests'
+#                        servers and `ps`), user `sandbox` (1000:1000). Named
+#                        as the shipped templates name their image, so they
+#                        run unchanged.
 #   OUT_DIR/busybox.tar  docker.io/library/busybox:1.35: BusyBox alone (static,
 #                        its applets as links in /bin), to hold the README's
 #                        claim of what an image needs.
@@ -43,8 +43,8 @@ oci_archive() {
 mkdir -p "$out"
 
 # Debian: the packages a `debian:bookworm-slim` has (minbase) plus what the
-# tests run inside (python3 servers, ps).
-mmdebstrap --mode=root --variant=minbase --include=python3-minimal,procps \
+# tests run inside (python3 and node servers, ps).
+mmdebstrap --mode=root --variant=minbase --include=python3,procps,nodejs \
 	--customize-hook='chroot "$1" useradd -u 1000 -U -m -s /bin/bash sandbox' \
 	--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
 	bookworm "$work/debian-rootfs.tar" http://deb.debian.org/debian

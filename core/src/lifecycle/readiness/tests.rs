@@ -57,6 +57,27 @@ fn terminal_reasons_fail() {
 }
 
 #[test]
+fn a_pod_on_its_way_out_is_no_failure() {
+    // A kubelet reports a deleted pod Succeeded once its containers stopped
+    // (seen on the real node after `kubectl delete pod`); the controller then
+    // makes a new one of the same name.
+    let mut going = pod(json!({ "phase": "Succeeded" }));
+    going.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+    let running = sandbox(1, "Running", json!([ready("True", "DependenciesReady", 1)]));
+    assert!(matches!(sandbox_readiness(&running, Some(&going)), Readiness::Waiting(_)));
+    let described = sandbox(1, "Running", json!([ready("False", "PodSucceeded", 1)]));
+    assert!(matches!(sandbox_readiness(&described, Some(&going)), Readiness::Waiting(_)));
+    // The same pod, not being deleted, has ended for good.
+    let ended = pod(json!({ "phase": "Succeeded" }));
+    assert!(matches!(sandbox_readiness(&running, Some(&ended)), Readiness::Failed(m) if m.contains("pod Succeeded")));
+    assert!(matches!(sandbox_readiness(&described, Some(&ended)), Readiness::Failed(_)));
+    // Other terminal reasons stay terminal whatever the pod does.
+    let expired = sandbox(1, "Running", json!([ready("False", "SandboxExpired", 1)]));
+    assert!(matches!(sandbox_readiness(&expired, Some(&going)), Readiness::Failed(_)));
+}
+
+#[test]
 fn a_pod_refused_by_admission_fails_other_controller_errors_wait() {
     let error = |message: &str| {
         let c = json!({ "type": "Ready", "status": "False", "reason": "ReconcilerError", "message": message,

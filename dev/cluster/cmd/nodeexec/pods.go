@@ -385,10 +385,10 @@ func (m *podManager) pvcPath(ns, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("PV %s: %w", pvc.Spec.VolumeName, err)
 	}
-	if pv.Spec.HostPath == nil || !strings.HasPrefix(pv.Spec.HostPath.Path, m.stateDir) {
+	if pv.Spec.Local == nil || !strings.HasPrefix(pv.Spec.Local.Path, m.stateDir) {
 		return "", fmt.Errorf("PV %s is not provisioned by this node", pv.Name)
 	}
-	return pv.Spec.HostPath.Path, nil
+	return pv.Spec.Local.Path, nil
 }
 
 // teardown kills the pod's PID 1 — the kernel then kills every process in

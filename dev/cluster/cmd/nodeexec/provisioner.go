@@ -102,9 +102,19 @@ func (p *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolum
 				Kind: "PersistentVolumeClaim", APIVersion: "v1",
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
 			},
+			// A local volume, not hostPath: the kubelet applies a pod's
+			// fsGroup to local volumes (it never does to hostPath), as it
+			// does to the block-storage volumes of users' clusters. Every
+			// node of this cluster shares this machine's filesystem, so the
+			// volume may be used on any of them.
 			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: path},
+				Local: &corev1.LocalVolumeSource{Path: path},
 			},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpExists},
+				}}},
+			}},
 		},
 	}
 	if _, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -115,9 +125,9 @@ func (p *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolum
 }
 
 func (p *provisioner) reclaim(ctx context.Context, pv *corev1.PersistentVolume) {
-	if pv.Spec.HostPath != nil && filepath.Dir(pv.Spec.HostPath.Path) == p.dir {
-		if err := os.RemoveAll(pv.Spec.HostPath.Path); err != nil {
-			klog.Errorf("remove %s: %v", pv.Spec.HostPath.Path, err)
+	if pv.Spec.Local != nil && filepath.Dir(pv.Spec.Local.Path) == p.dir {
+		if err := os.RemoveAll(pv.Spec.Local.Path); err != nil {
+			klog.Errorf("remove %s: %v", pv.Spec.Local.Path, err)
 			return
 		}
 	}
