@@ -1,4 +1,4 @@
-// The user-facing examples are what the tests run: the README's RBAC table is
+// The user-facing examples are what the tests run: the RBAC table of docs/api.md is
 // examples/manifests/rbac/, the local cluster runs on the example manifests,
 // and examples/durable-actor.mjs (a durable actor's life as Rivet's runtime
 // drives a provider) runs to its end against the local cluster.
@@ -18,11 +18,11 @@ const objects = (path) => parseAllDocuments(read(path)).map((d) => d.toJSON());
 /** `[group, resources, verbs]` of each rule, sorted, as strings. */
 const normal = (rules) => rules.map((r) => r.map((list) => [...list].sort().join(",")).join(" | ")).sort();
 
-/** The README table's "Role" column values that each file of rbac/ holds. */
+/** The table's "Role" column values that each file of rbac/ holds. */
 const ROLES = { "warm-pool.yaml": ["warm pool", "both"], "direct.yaml": ["direct", "both"], "ports.yaml": ["ports"] };
 
-test("the README's RBAC table is the Roles in examples/manifests/rbac/", () => {
-  const section = /### RBAC\n([\s\S]*?)\n\n[A-Z]/.exec(read("README.md"))[1];
+test("the RBAC table of docs/api.md is the Roles in examples/manifests/rbac/", () => {
+  const section = /^## RBAC\n([\s\S]*?)\n#/m.exec(read("docs/api.md"))[1];
   const ticks = (s) => [...s.matchAll(/`([^`]*)`/g)].map((m) => (m[1] === '""' ? "" : m[1]));
   const rows = [...section.matchAll(/^\| (`[^|]*`) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|/gm)].map(([, g, r, v, role]) => ({
     rule: [ticks(g), ticks(r), v.split(",").map((s) => s.trim())],
