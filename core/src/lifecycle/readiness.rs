@@ -94,8 +94,8 @@ pub(crate) fn sandbox_readiness(sandbox: &SandboxObject, pod: Option<&Pod>) -> R
     let conditions = sandbox.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     let ready = condition(conditions, "Ready").filter(|c| c.is_current(generation));
     let describes_going_pod = |reason: &str| POD_FAILED.contains(&reason) && pod.is_some() && live_pod.is_none();
-    if let Some(c) = ready
-        .filter(|c| !c.is_true() && SANDBOX_FAILED.contains(&c.reason.as_str()) && !describes_going_pod(&c.reason))
+    if let Some(c) =
+        ready.filter(|c| !c.is_true() && SANDBOX_FAILED.contains(&c.reason.as_str()) && !describes_going_pod(&c.reason))
     {
         return Readiness::Failed(format!("sandbox failed: {}", c.describe()));
     }
