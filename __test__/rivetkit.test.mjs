@@ -108,7 +108,7 @@ describe("examples/rivetkit-actor.mjs under RivetKit, on the local cluster", { s
 
   test("the first action creates the actor's sandbox and runs in it", async () => {
     first = await actorOf("first");
-    assert.deepEqual(first.result, { exitCode: 0, stdout: "/workspace\n", stderr: "" });
+    assert.deepEqual(first.result, { exitCode: 0, timedOut: false, stdout: "/workspace\n", stderr: "" });
     assert.match(first.sandboxId, /^[a-z0-9-]+\/sbx-[0-9a-f]{20}$/);
     assert.ok(first.claim(), "a SandboxClaim of the warm pool");
     assert.equal(getObject("pods", first.sandboxName())?.status.phase, "Running");
@@ -127,8 +127,10 @@ describe("examples/rivetkit-actor.mjs under RivetKit, on the local cluster", { s
   });
 
   test("the next action wakes it: the same sandbox, resumed, with the workspace kept", async () => {
-    assert.equal(await first.handle.readFile("notes.txt"), "kept\n", "written before the sleep, read after it");
+    // An action that does not use the sandbox: the wake itself resumes it.
     assert.equal(await first.handle.sandboxId(), first.sandboxId, "the same sandbox");
+    await until("onWake resumes the sandbox", () => getObject("pods", first.sandboxName())?.status.phase === "Running");
+    assert.equal(await first.handle.readFile("notes.txt"), "kept\n", "written before the sleep, read after it");
     const pod = getObject("pods", first.sandboxName());
     assert.notEqual(pod.metadata.uid, first.podUid, "in a new pod");
     assert.equal(getObject(SANDBOX, first.sandboxName()).spec.operatingMode, "Running");

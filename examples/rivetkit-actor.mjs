@@ -78,8 +78,10 @@ export const sandboxActor = actor({
   actions: {
     exec: async (c, command) => {
       const s = await sandbox(c);
-      const { exitCode, stdout, stderr } = await s.exec(command, { cwd: s.cwd, timeoutMs: 60_000 });
-      return { exitCode, stdout, stderr };
+      // Within RivetKit's actionTimeout (60 s by default), so a slow command
+      // resolves with timedOut rather than failing the action.
+      const { exitCode, timedOut, stdout, stderr } = await s.exec(command, { cwd: s.cwd, timeoutMs: 30_000 });
+      return { exitCode, timedOut, stdout, stderr };
     },
     readFile: async (c, path) => {
       const s = await sandbox(c);
