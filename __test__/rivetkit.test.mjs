@@ -1,16 +1,21 @@
 // examples/rivetkit-actor.mjs under RivetKit itself (the `rivetkit` npm
-// package): its test driver (`rivetkit/test`'s setupTest) starts the example's
-// registry and RivetKit's local engine, a RivetKit client calls the actor's
-// actions, and sleep and destroy are RivetKit's own (`c.sleep()`,
-// `c.destroy()`, which the example's actions call). What each did to the
-// sandbox is read from the local cluster, waiting for the objects to change.
+// package), against the local cluster: first run as a user runs it (a
+// script), then under RivetKit's test driver (`rivetkit/test`'s setupTest
+// starts the example's registry and RivetKit's local engine), a RivetKit
+// client calling the actor's actions; sleep and destroy are RivetKit's own
+// (`c.sleep()`, `c.destroy()`, which the example's actions call). What each
+// did to the sandbox is read from the cluster, waiting for the objects to
+// change. Each part runs an engine of its own, stopped at its end.
 
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { getObject, leftovers, objectName, skip } from "./cluster.mjs";
 
 const CLAIM = "sandboxclaims.extensions.agents.x-k8s.io";
@@ -45,50 +50,81 @@ async function enginePort() {
   }
 }
 
+/**
+ * The environment of a RivetKit engine of its own: a fresh store (RivetKit
+ * keeps actors across runs in ~/.rivetkit otherwise) and free ports.
+ */
+async function engineEnv() {
+  return {
+    RIVETKIT_STORAGE_PATH: mkdtempSync(join(tmpdir(), "rivetkit-test-")),
+    RIVET_RUN_ENGINE_PORT: String(await enginePort()),
+  };
+}
+
+/** Stops the engine RivetKit started with this store (it leaves it running for reuse), then removes the store. */
+async function stopEngine(storage) {
+  const runtime = `${storage}/.rivetkit/var/engine/runtime.json`;
+  if (existsSync(runtime)) {
+    const { pid } = JSON.parse(readFileSync(runtime, "utf8"));
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (alive()) process.kill(pid, "SIGTERM");
+    await until(`the engine (pid ${pid}) exits`, () => !alive(), 30_000);
+  }
+  rmSync(storage, { recursive: true, force: true });
+}
+
+const example = fileURLToPath(new URL("../examples/rivetkit-actor.mjs", import.meta.url));
 const runId = `${process.pid}-${Date.now().toString(36)}`;
 
+describe("examples/rivetkit-actor.mjs as a script, on the local cluster", { skip, timeout: 300_000 }, () => {
+  test("one actor: a command, a sleep, a wake with the file, a destroy", async () => {
+    const env = await engineEnv();
+    try {
+      const run = promisify(execFile);
+      const { stdout } = await run(process.execPath, [example], { env: { ...process.env, ...env }, timeout: 240_000 });
+      const id = /^wake: sandbox (\S+), cwd \/workspace$/m.exec(stdout)?.[1];
+      assert.ok(id, stdout);
+      assert.ok(stdout.includes(`\nwake: notes.txt says "kept", sandbox ${id}\n`), stdout);
+      assert.match(stdout, /^destroy: the actor and its sandbox are deleted$/m);
+      assert.equal(getObject(CLAIM, objectName(id)), null, "the claim is gone");
+    } finally {
+      await stopEngine(env.RIVETKIT_STORAGE_PATH);
+    }
+  });
+});
+
 describe("examples/rivetkit-actor.mjs under RivetKit, on the local cluster", { skip, timeout: 600_000 }, () => {
-  let example, client, storage;
+  let actorModule, client, storage;
   const disposers = [];
   /** Every sandbox the actors made, for the backstop in `after`. */
   const made = [];
 
   before(async () => {
-    // An engine of this run's own: a fresh store (RivetKit keeps actors
-    // across runs in ~/.rivetkit otherwise) and free ports.
-    storage = mkdtempSync(join(tmpdir(), "rivetkit-test-"));
-    process.env.RIVETKIT_STORAGE_PATH = storage;
-    process.env.RIVET_RUN_ENGINE_PORT = String(await enginePort());
-    example = await import("../examples/rivetkit-actor.mjs");
+    const env = await engineEnv();
+    storage = env.RIVETKIT_STORAGE_PATH;
+    Object.assign(process.env, env);
+    actorModule = await import("../examples/rivetkit-actor.mjs");
     const { setupTest } = await import("rivetkit/test");
     // setupTest takes vitest's TestContext, of which it uses onTestFinished
     // (to dispose of its client).
-    ({ client } = await setupTest({ onTestFinished: (fn) => disposers.push(fn) }, example.registry));
+    ({ client } = await setupTest({ onTestFinished: (fn) => disposers.push(fn) }, actorModule.registry));
   });
 
   after(async () => {
     for (const dispose of disposers) await dispose();
-    await example?.registry.shutdown(); // live actors sleep: their sandboxes are suspended
+    await actorModule?.registry.shutdown(); // live actors sleep: their sandboxes are suspended
     // Whatever a failed test left, deleted by the provider itself.
     for (const { actorId, sandboxId } of made) {
-      await example.provider.destroy({ actorId, client: () => undefined }, sandboxId).catch(() => {});
+      await actorModule.provider.destroy({ actorId, client: () => undefined }, sandboxId).catch(() => {});
     }
-    // RivetKit leaves its engine running for reuse; this run's store names it.
-    const runtime = `${storage}/.rivetkit/var/engine/runtime.json`;
-    if (storage && existsSync(runtime)) {
-      const { pid } = JSON.parse(readFileSync(runtime, "utf8"));
-      const alive = () => {
-        try {
-          process.kill(pid, 0);
-          return true;
-        } catch {
-          return false;
-        }
-      };
-      if (alive()) process.kill(pid, "SIGTERM");
-      await until(`the engine (pid ${pid}) exits`, () => !alive(), 30_000);
-    }
-    if (storage) rmSync(storage, { recursive: true, force: true });
+    if (storage) await stopEngine(storage);
     // rivetkit 2.3's native runtime keeps the event loop alive after its
     // shutdown (rivet-dev/actors#5766): this file's process would never end.
     setImmediate(() => process.exit());

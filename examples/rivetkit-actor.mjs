@@ -27,7 +27,10 @@ if (!process.env.KUBECONFIG && existsSync(envFile)) {
 export const provider = agentSandboxProvider({
   warmPool: process.env.SANDBOX_WARM_POOL ?? "pool-workspace",
   namespace: process.env.SANDBOX_NAMESPACE ?? process.env.SANDBOX_TEST_NAMESPACE,
-  ttlSeconds: 3600, // backstop: deleted an hour after its last use if its actor never is
+  // A backstop against leaks: a sandbox unused (connected or suspended) for an
+  // hour is deleted, and a later wake creates a new one, without the files.
+  // Make it longer than your actors sleep, or leave it out.
+  ttlSeconds: 3600,
 });
 
 /** Connects to the actor's sandbox (resuming it if suspended), creating one if it has none. */
@@ -110,7 +113,7 @@ if (import.meta.main) {
     const first = await agent.exec("echo kept > notes.txt; pwd");
     console.log(`wake: sandbox ${await agent.sandboxId()}, cwd ${first.stdout.trim()}`);
     await agent.sleep();
-    console.log("sleep: suspended (the next action wakes it)");
+    console.log("sleep: onSleep suspends the sandbox; the next action wakes the actor, which resumes it");
     console.log(`wake: notes.txt says "${(await agent.readFile("notes.txt")).trim()}", sandbox ${await agent.sandboxId()}`);
   } finally {
     await agent.destroy();
