@@ -55,13 +55,27 @@ export async function setupRuntime(k, rt, runId, replicas) {
     pool: `bench-${rt}-${runId}`,
     lifecyclePool: `bench-${rt}-life-${runId}`,
   };
-  for (const like of ["ephemeral", "workspace"]) {
-    const base = (await k.template(like))?.spec;
-    if (!base) throw new Error(`SandboxTemplate ${like} not found in ${k.ns}`);
-    await k.applyTemplate(names[like], templateSpec(base, rt));
+  try {
+    for (const like of ["ephemeral", "workspace"]) {
+      const base = (await k.template(like))?.spec;
+      if (!base) throw new Error(`SandboxTemplate ${like} not found in ${k.ns}`);
+      await k.applyTemplate(names[like], templateSpec(base, rt));
+    }
+    await k.createPool(names.pool, { template: names.ephemeral }, replicas);
+  } catch (e) {
+    await teardownRuntime(k, names).catch(() => {});
+    throw new Error(apiMessage(e));
   }
-  await k.createPool(names.pool, { template: names.ephemeral }, replicas);
   return names;
+}
+
+/** The API server's message of a failed client-node call (its Status body), else the error's. */
+export function apiMessage(e) {
+  try {
+    const status = typeof e.body === "string" ? JSON.parse(e.body) : e.body;
+    if (status?.message) return `${e.code ?? status.code}: ${status.message}`;
+  } catch {}
+  return String(e?.message ?? e).split("\n")[0];
 }
 
 /** Deletes what setupRuntime made (and the lifecycle's pool, if a failure left it). */
