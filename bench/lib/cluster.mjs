@@ -44,6 +44,9 @@ export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
         }).on("error", reject);
       });
     },
+    /** Sets parameters of the namespace's admission policy (its ConfigMap agent-sandboxes-policy, examples/manifests/admission-policy.yaml). */
+    setPolicyParams: (data) =>
+      core.patchNamespacedConfigMap({ namespace: ns, name: "agent-sandboxes-policy", body: Object.entries(data).map(([key, value]) => ({ op: "add", path: `/data/${key}`, value })) }),
     /** Marks a node (un)schedulable, as `kubectl cordon/uncordon` does. */
     cordon: (name, unschedulable) =>
       core.patchNode({ name, body: [{ op: "add", path: "/spec/unschedulable", value: unschedulable }] }),
