@@ -23,14 +23,14 @@ use std::error::Error;
 use std::time::Instant;
 
 use futures::TryStreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, AttachParams, DynamicObject, GroupVersionKind, PostParams, WatchEvent, WatchParams};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, AttachParams, DynamicObject, GroupVersionKind, PostParams, WatchEvent, WatchParams};
 use kube::client::ConfigExt;
 use kube::Client;
-use tower::{BoxError, ServiceBuilder};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tower::{BoxError, ServiceBuilder};
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 const BUF: usize = 64 * 1024;
@@ -100,7 +100,8 @@ async fn main() -> Res<()> {
                 let mut claim = DynamicObject::new(&name, &ar);
                 claim.data = serde_json::json!({ "spec": { "warmPoolRef": { "name": pool } } });
                 let made = claims.create(&PostParams::default(), &claim).await?;
-                let sandbox = ready_sandbox(&claims, &name, made.metadata.resource_version.as_deref().unwrap_or("0")).await?;
+                let sandbox =
+                    ready_sandbox(&claims, &name, made.metadata.resource_version.as_deref().unwrap_or("0")).await?;
                 let y = Exec { pod: sandbox, ..x.clone() };
                 y.run(&["sh", "-c", "true"], None).await?;
                 ms.push(elapsed(t));
