@@ -9,7 +9,7 @@ const OTHERS = ALTS.slice(1);
 
 // Below these, differences are noise (1 ms event-loop histogram resolution;
 // allocator jitter): ratios use at least this value.
-const NOISE = { MiB: 1, "ms delay": 1, "ms CPU": 10 };
+const NOISE = { MiB: 1, "ms delay": 1, "ms CPU": 10, calls: 1 };
 
 const size = (b) => (b >= 1 << 30 ? `${b / (1 << 30)} GiB` : `${b / MiB} MiB`);
 
@@ -20,7 +20,9 @@ export function metricDefs(cfg) {
     { id: "exec.seq.p99", group: "exec `true`", label: "sequential p99", key: "exec-seq", get: (r) => r.p99, unit: "ms", better: "lower" },
     { id: "exec.conc.rate", group: "exec `true`", label: `${cfg.concN} concurrent: throughput`, key: "exec-conc", get: (r) => r.perSec, unit: "exec/s", better: "higher" },
     { id: "exec.conc.p99", group: "exec `true`", label: `${cfg.concN} concurrent: p99`, key: "exec-conc", get: (r) => r.p99, unit: "ms", better: "lower" },
+    { id: "exec.conc.failed", group: "exec `true`", label: `${cfg.concN} concurrent: calls failed`, key: "exec-conc", get: (r) => r.failed ?? 0, unit: "calls", better: "lower" },
     { id: "exec.capped.rate", group: "exec `true`", label: `${cfg.concN} concurrent, package's default caps (8 per sandbox): throughput`, key: "exec-conc-capped", get: (r) => r.perSec, unit: "exec/s", better: "higher" },
+    { id: "exec.capped.failed", group: "exec `true`", label: `${cfg.concN} concurrent, package's default caps (8 per sandbox): calls failed`, key: "exec-conc-capped", get: (r) => r.failed ?? 0, unit: "calls", better: "lower" },
     { id: "exec.capped.p99", group: "exec `true`", label: `${cfg.concN} concurrent, package's default caps (8 per sandbox): p99`, key: "exec-conc-capped", get: (r) => r.p99, unit: "ms", better: "lower" },
     { id: "proc.reattach.p50", group: "processes (package only)", label: "exec `true` with reattach, p50", key: "exec-reattach-seq", get: (r) => r.p50, unit: "ms", better: "lower" },
     { id: "proc.first.p50", group: "processes (package only)", label: "spawn → first output (follow), p50", key: "spawn-first-output", get: (r) => r.p50, unit: "ms", better: "lower" },
@@ -194,7 +196,7 @@ function headline(cfg) {
   const s = cfg.streams.length ? Math.max(...cfg.streams) : null;
   const f = cfg.files.length ? Math.max(...cfg.files) : null;
   return [
-    "exec.seq.p50", "exec.seq.p99", "exec.conc.rate", "exec.conc.p99", "exec.capped.rate",
+    "exec.seq.p50", "exec.seq.p99", "exec.conc.rate", "exec.conc.p99", "exec.conc.failed", "exec.capped.rate", "exec.capped.failed",
     ...(s ? [`stream-${s}.mbps`, `stream-${s}.cpu`] : []),
     ...(f ? [`write-${f}.mbps`, `read-${f}.mbps`] : []),
     "claim.p50",

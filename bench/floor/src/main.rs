@@ -5,7 +5,8 @@
 //! `bench-floor <pod> <container> <op> [args]` with KUBECONFIG from the
 //! environment and the kubeconfig's namespace; prints one JSON line:
 //!   exec-seq N          `sh -c true` N times in a row   {"ms":[...]}
-//!   exec-conc N         N at once                       {"ms":[...],"wallMs":..}
+//!   exec-conc N         N at once                       {"ms":[...],"wallMs":..,"failed":..,"error":..}
+//!                       (latencies of those that succeeded; fails if none did)
 //!   stream BYTES        `head -c BYTES /dev/zero`       {"ms":..,"bytes":..}
 //!   write PATH BYTES    stdin → `sh -c 'cat > "$1"'`    {"ms":..,"bytes":..}
 //!   read PATH           `cat -- PATH`                   {"ms":..,"bytes":..}
@@ -65,11 +66,22 @@ async fn main() -> Res<()> {
                     x.run(&["sh", "-c", "true"], None).await.map(|_| elapsed(t))
                 });
             }
-            let mut ms = Vec::new();
+            let (mut ms, mut failed, mut error) = (Vec::new(), 0, None);
             while let Some(r) = set.join_next().await {
-                ms.push(r??);
+                match r? {
+                    Ok(v) => ms.push(v),
+                    Err(e) => {
+                        failed += 1;
+                        error.get_or_insert_with(|| e.to_string());
+                    }
+                }
             }
-            format!("{{\"ms\":{ms:?},\"wallMs\":{}}}", elapsed(t))
+            let wall = elapsed(t);
+            if ms.is_empty() {
+                return Err(error.unwrap_or_default().into());
+            }
+            let error = serde_json::to_string(&error)?;
+            format!("{{\"ms\":{ms:?},\"wallMs\":{wall},\"failed\":{failed},\"error\":{error}}}")
         }
         "stream" => {
             let n = arg(0)?;
