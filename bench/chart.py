@@ -1,4 +1,5 @@
-"""Chart of bench/results/latest.json: python chart.py latest.json latest.png
+"""Chart of bench/results/runtimes.json (one column per runtime) or of the
+older single-node latest.json: python chart.py runtimes.json runtimes.png
 
 Top: for every operation and metric, how many times better this package is
 than each alternative measured in the same run (median of per-repetition
@@ -124,8 +125,47 @@ def lifecycle_panel(ax, life):
     ax.set_title("Lifecycle (this package, warm pool)", fontsize=10, loc="left")
 
 
+def runtimes_chart(data, dst):
+    """results/runtimes.json: one column per runtime, ratios on top, lifecycle below."""
+    meta, rts = data["meta"], data["runtimes"]
+    names = list(rts)
+    counts = []
+    for name in names:
+        measured = [f for f in rts[name]["figures"] if any(advantage(f, a) for a in ALTS)]
+        counts.append(len(measured) + len({f["group"] for f in measured}))
+    n = max(counts + [1])
+    has_life = any(rts[r].get("lifecycle") and not rts[r]["lifecycle"].get("error") for r in names)
+    cols = max(len(names), 1)
+    fig, axes = plt.subplots(2 if has_life else 1, cols, figsize=(12 * cols, 0.42 * n + (5 if has_life else 2)),
+                             gridspec_kw={"height_ratios": [n * 0.42, 3.4]} if has_life else None, squeeze=False)
+    for j, name in enumerate(names):
+        rt = rts[name]
+        ratio_panel(axes[0][j], rt["figures"])
+        p = rt.get("placement") or {}
+        axes[0][j].set_title(f"{rt['title']}  (pod on {p.get('node')}, RuntimeClass {p.get('runtimeClassName') or 'none'})",
+                             fontsize=11, fontweight="bold", pad=28)
+        life = rt.get("lifecycle")
+        if has_life:
+            if life and not life.get("error"):
+                lifecycle_panel(axes[1][j], life)
+                axes[1][j].set_title(f"Lifecycle on {rt['title']} (this package, warm pool)", fontsize=10, loc="left")
+            else:
+                axes[1][j].axis("off")
+    m, v = meta["machine"], meta["versions"]
+    fig.suptitle(f"{v['package'].split(' (')[0]} vs the alternatives, per runtime, same cluster, same run\n"
+                 f"{m['nproc']} × {m['cpu']}, {m['memGiB']} GiB · node {v['node']} · kube-apiserver {v['kube-apiserver']} · "
+                 f"containerd {v.get('containerd')} · runc {v.get('runc')} · {meta['reps']} repetition(s)"
+                 f"{' (quick)' if meta.get('quick') else ''} · {meta['date'][:16]}",
+                 fontsize=10)
+    height = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.9 / height))
+    fig.savefig(dst, dpi=90 if cols > 1 else 110)
+
+
 def main(src, dst):
     data = json.load(open(src))
+    if "runtimes" in data:
+        return runtimes_chart(data, dst)
     figs, life, meta = data["figures"], data.get("lifecycle"), data["meta"]
     measured = [f for f in figs if any(advantage(f, a) for a in ALTS)]
     n = len(measured) + len({f["group"] for f in measured})

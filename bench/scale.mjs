@@ -54,7 +54,12 @@ const SUSPEND_SUBSET = 20;
 const CONCURRENCY = 50;
 const IDLE_MS = 35_000; // the pod watches' 30 s linger, and then some
 const SCALE_NODE = "kwok-node-1";
-const REAL_NODE = "kwok-node-0";
+const REAL_NODE = "kwok-node-0"; // nodeexec's node: real processes, no container runtime
+// kwok-node-1's taint, and kwok-node-0's (sandboxes go to the real node
+// real-node-0 unless they tolerate it): both tolerated, and the pods held to
+// the two fake nodes, so the exec group lands on kwok-node-0 as before the
+// real node (1,000 pods cannot run on 2 cores).
+const TAINTS = ["sandbox.local/scale", "sandbox.local/fake"];
 const OUT = `${BENCH}results/${opt("out") ?? (quick ? "scale-quick" : "scale")}`;
 
 const t0 = Date.now();
@@ -76,6 +81,9 @@ if (!NS || !KUBECONFIG) throw new Error("the cluster has no scale profile (SANDB
 const STATE = process.env.SANDBOX_CLUSTER_STATE || `${ROOT}.cluster`;
 const API_PORT = Number(new URL(readFileSync(KUBECONFIG, "utf8").match(/server: (\S+)/)[1]).port);
 const k = admin(NS);
+// The namespace's admission policy allows no toleration unless its
+// parameters list the key: the scale node's and kwok-node-0's taints.
+await k.setPolicyParams({ tolerationKeys: TAINTS.join(",") });
 
 const rev = (r) => sh("git", ["rev-parse", "--short", r]);
 const clients = [];
@@ -155,13 +163,17 @@ const BASELINE_POD = {
     }],
   },
 };
-// Tolerate the scale node's taint and prefer it: pods go there unless it is cordoned.
+// Tolerate the fake nodes' taints, stay on the fake nodes (label type=kwok), and
+// prefer the scale node: pods go there unless it is cordoned, then to kwok-node-0.
 const POD_TEMPLATE = {
   spec: {
-    tolerations: [{ key: "sandbox.local/scale", operator: "Exists", effect: "NoSchedule" }],
-    affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [
-      { weight: 100, preference: { matchExpressions: [{ key: "sandbox.local/node", operator: "In", values: ["scale"] }] } },
-    ] } },
+    tolerations: TAINTS.map((key) => ({ key, operator: "Exists", effect: "NoSchedule" })),
+    affinity: { nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "type", operator: "In", values: ["kwok"] }] }] },
+      preferredDuringSchedulingIgnoredDuringExecution: [
+        { weight: 100, preference: { matchExpressions: [{ key: "sandbox.local/node", operator: "In", values: ["scale"] }] } },
+      ],
+    } },
   },
 };
 

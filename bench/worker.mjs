@@ -3,7 +3,8 @@
 //   node --expose-gc bench/worker.mjs '{"alt":"package","op":"stream","params":{...},"target":{...}}'
 // Prints `RESULT <json>` as its last line.
 
-import { concurrent, idleEld, measured, sequential, testData } from "./lib/measure.mjs";
+import { performance } from "node:perf_hooks";
+import { concurrent, idleEld, measured, sequential, summarize, testData } from "./lib/measure.mjs";
 
 const { alt: name, op, params, target } = JSON.parse(process.argv[2]);
 const alt = await (await import(`./alt/${name}.mjs`)).open(target);
@@ -55,6 +56,19 @@ async function main() {
       checked(whole, whole.result.length);
       await alt.exec(`rm -f ${params.path}`);
       return { ...range, wholeMs: whole.ms, wholeCpuMs: whole.cpuMs };
+    }
+    case "claim-exec": {
+      // create → first exec, one after another, on warm pool target.pool; the
+      // claims are left for the harness to delete.
+      await alt.prepareClaims?.();
+      const ms = [];
+      const claims = [];
+      for (let i = 0; i < params.n; i++) {
+        const t = performance.now();
+        claims.push(await alt.claimExec(`${params.prefix}-${i}`));
+        ms.push(performance.now() - t);
+      }
+      return { ...summarize({ ms }), claims };
     }
     case "usage":
       return sequential(params.n, () => alt.usage());

@@ -3,7 +3,7 @@
 // status callback, stdin from a Readable in 64 KiB chunks, output into
 // Writables.
 
-import { Exec, KubeConfig } from "@kubernetes/client-node";
+import { CustomObjectsApi, Exec, KubeConfig, Watch } from "@kubernetes/client-node";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { echoer } from "../lib/measure.mjs";
 
@@ -11,9 +11,32 @@ export async function open(t) {
   const kc = new KubeConfig();
   kc.loadFromDefault();
   const ex = new Exec(kc);
+  const co = kc.makeApiClient(CustomObjectsApi);
+  const CLAIMS = { group: "extensions.agents.x-k8s.io", version: "v1beta1", namespace: t.namespace, plural: "sandboxclaims" };
+
+  /** Watches claim `name` from resource version `rv` until it is Ready; its Sandbox's name (= its pod's). */
+  function readySandbox(name, rv) {
+    return new Promise((resolve, reject) => {
+      let req = null;
+      let settled = false;
+      const settle = (f, v) => {
+        if (settled) return;
+        settled = true;
+        req?.abort();
+        f(v);
+      };
+      const path = `/apis/${CLAIMS.group}/${CLAIMS.version}/namespaces/${t.namespace}/sandboxclaims`;
+      new Watch(kc)
+        .watch(path, { fieldSelector: `metadata.name=${name}`, resourceVersion: rv }, (_type, c) => {
+          const ready = c.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True");
+          if (ready && c.status.sandbox?.name) settle(resolve, c.status.sandbox.name);
+        }, (err) => settle(reject, err ?? new Error(`watch of claim ${name} ended before it was Ready`)))
+        .then((r) => (settled ? r.abort() : (req = r)), (e) => settle(reject, e));
+    });
+  }
 
   /** Runs argv; resolves { exitCode, stdout: Buffer[] } once the status arrives. */
-  function run(argv, { stdin, onStdout } = {}) {
+  function run(argv, { stdin, onStdout, pod } = {}) {
     return new Promise((resolve, reject) => {
       const out = [];
       const err = [];
@@ -26,7 +49,7 @@ export async function open(t) {
         else resolve({ exitCode: code, stdout: out, stderr: Buffer.concat(err).toString() });
       };
       ex.exec(
-        t.namespace, t.pod, t.container, argv,
+        t.namespace, pod ?? t.pod, t.container, argv,
         sink(onStdout ?? ((c) => out.push(c))), sink((c) => err.push(c)),
         stdin ? Readable.from(chunks(stdin)) : null,
         false, onStatus,
@@ -50,6 +73,16 @@ export async function open(t) {
       ok(await run(["sh", "-c", 'cat > "$1"', "sh", path], { stdin: data }));
     },
     readFile: async (path) => Buffer.concat(ok(await run(["cat", "--", path])).stdout),
+    // A competent user's create → first exec: POST a claim of the warm pool,
+    // watch it until Ready, exec in its pod.
+    prepareClaims: () => co.listNamespacedCustomObject(CLAIMS),
+    claimExec: async (name) => {
+      const body = { apiVersion: `${CLAIMS.group}/${CLAIMS.version}`, kind: "SandboxClaim", metadata: { name }, spec: { warmPoolRef: { name: t.pool } } };
+      const made = await co.createNamespacedCustomObject({ ...CLAIMS, body });
+      const pod = await readySandbox(name, made.metadata.resourceVersion);
+      ok(await run(["sh", "-c", "true"], { pod }));
+      return name;
+    },
     // Exec with tty=true, as client-node offers it: `cat` on the pod's TTY.
     terminal: () =>
       echoer(async (onData) => {

@@ -16,11 +16,14 @@ export async function open(t) {
   let last = { peakKb: 0, cpuMs: 0 }; // of the last kubectl run, sampled from /proc
 
   /** Runs kubectl exec; stdin/stdout are "pipe" or file descriptors. */
-  function run(argv, { stdin = "ignore", stdout = "pipe", onStdout } = {}) {
+  function run(argv, { stdin = "ignore", stdout = "pipe", onStdout, pod = t.pod } = {}) {
+    return kubectlRun(["exec", "-n", t.namespace, pod, "-c", t.container, ...(stdin === "ignore" ? [] : ["-i"]), "--", ...argv], { stdin, stdout, onStdout });
+  }
+  /** Runs kubectl ARGV; stdin/stdout are "pipe" or file descriptors, or `input` is written to its stdin. */
+  function kubectlRun(argv, { stdin = "ignore", stdout = "pipe", onStdout, input } = {}) {
     return new Promise((resolve, reject) => {
-      const child = spawn(kubectl, ["exec", "-n", t.namespace, t.pod, "-c", t.container, ...(stdin === "ignore" ? [] : ["-i"]), "--", ...argv], {
-        stdio: [stdin, stdout, "pipe"],
-      });
+      const child = spawn(kubectl, argv, { stdio: [input == null ? stdin : "pipe", stdout, "pipe"] });
+      if (input != null) child.stdin.end(input);
       const seen = { peakKb: 0, cpuMs: 0 };
       const sample = () => {
         seen.peakKb = Math.max(seen.peakKb, statusKb("VmHWM", child.pid));
@@ -68,6 +71,17 @@ export async function open(t) {
       const { size } = statSync(file);
       rmSync(file);
       return { length: size };
+    },
+    // A shell user's create → first exec: create the claim, wait for Ready,
+    // read its Sandbox's name, exec there (four kubectl processes).
+    prepareClaims: () => kubectlRun(["get", "sandboxclaims", "-n", t.namespace, "-o", "name"]), // discovery cache
+    claimExec: async (name) => {
+      const claim = { apiVersion: "extensions.agents.x-k8s.io/v1beta1", kind: "SandboxClaim", metadata: { name }, spec: { warmPoolRef: { name: t.pool } } };
+      await kubectlRun(["create", "-n", t.namespace, "-f", "-"], { input: JSON.stringify(claim) });
+      await kubectlRun(["wait", "-n", t.namespace, "--for=condition=Ready", `sandboxclaim/${name}`, "--timeout=120s"]);
+      const pod = (await kubectlRun(["get", "-n", t.namespace, `sandboxclaim/${name}`, "-o", "jsonpath={.status.sandbox.name}"])).toString();
+      await run(["sh", "-c", "true"], { pod });
+      return name;
     },
     helper: { peakKb: () => Math.max(0, last.peakKb - basePeakKb), cpuMs: () => last.cpuMs },
     close: () => rmSync(dir, { recursive: true, force: true }),

@@ -7,9 +7,10 @@ import { echoer } from "../lib/measure.mjs";
 
 /** Provider options of a measurement: defaults, plus the target's own. */
 export function providerOptions(t) {
-  // 64 concurrent execs are measured: lift the default cap of 32 so the
-  // figure is the path's, not the cap's.
-  return { warmPool: t.pool, namespace: t.namespace, maxConcurrentExecs: 64, maxConcurrentExecsPerSandbox: 64, ...t.options };
+  // 64 concurrent execs are measured: lift the default caps (32, 8 per
+  // sandbox) so the figure is the path's, not the caps' (unless t.defaultCaps).
+  const caps = t.defaultCaps ? {} : { maxConcurrentExecs: 64, maxConcurrentExecsPerSandbox: 64 };
+  return { warmPool: t.pool, namespace: t.namespace, ...caps, ...t.options };
 }
 
 export async function open(t) {
@@ -30,6 +31,14 @@ export async function open(t) {
     readFile: (path) => sb.readFile(path, { maxBytes: 1 << 30 }),
     readRange: (path, offset, length) => sb.readFile(path, { offset, length, maxBytes: length }),
     usage: () => sb.usage(),
+    /** create (a claim of the target's warm pool) + connect → `true` done; the claim's name. */
+    claimExec: async (name) => {
+      const c = { actorId: name, client() {} };
+      const id = await p.create(c);
+      const fresh = await p.connect(c, id);
+      ok(await fresh.exec("true", { cwd: "/" }));
+      return id.split("/")[1];
+    },
     terminal: () => echoer(async (onData) => {
       const t = await sb.terminal({ command: "cat", cwd: "/", onData });
       return { write: (key) => t.write(key), close: () => t.close() };

@@ -44,6 +44,9 @@ export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
         }).on("error", reject);
       });
     },
+    /** Sets parameters of the namespace's admission policy (its ConfigMap agent-sandboxes-policy, examples/manifests/admission-policy.yaml). */
+    setPolicyParams: (data) =>
+      core.patchNamespacedConfigMap({ namespace: ns, name: "agent-sandboxes-policy", body: Object.entries(data).map(([key, value]) => ({ op: "add", path: `/data/${key}`, value })) }),
     /** Marks a node (un)schedulable, as `kubectl cordon/uncordon` does. */
     cordon: (name, unschedulable) =>
       core.patchNode({ name, body: [{ op: "add", path: "/spec/unschedulable", value: unschedulable }] }),
@@ -54,6 +57,11 @@ export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
     pvcsOf: async (sandbox) =>
       (await core.listNamespacedPersistentVolumeClaim({ namespace: ns })).items.filter((p) => p.metadata.name.endsWith(`-${sandbox}`)),
     pod: (name) => core.readNamespacedPod({ namespace: ns, name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+    nodes: async () => (await core.listNode()).items,
+    node: (name) => core.readNode({ name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+    template: (name) => get(EXT, "sandboxtemplates", name),
+    deleteTemplate: (name) =>
+      co.deleteNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxtemplates", name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
 
     /** A claim made without the package (when the package is not built). */
     async createClaim(name, pool) {
@@ -62,6 +70,22 @@ export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
     },
     deleteClaim: (name) =>
       co.deleteNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxclaims", name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
+    /** Names of the claims of warm pool `pool` (and, with `prefix`, of those named so). */
+    async claimsOfPool(pool, prefix) {
+      const list = await co.listNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxclaims" });
+      const ours = (c) => c.spec?.warmPoolRef?.name === pool || (prefix && c.metadata.name.startsWith(prefix));
+      return list.items.filter(ours).map((c) => c.metadata.name);
+    },
+    /** Deletes claims and waits until their claim, Sandbox and pod are gone (so the next measurement has the node to itself). */
+    async deleteClaimsAndWait(names, timeoutMs = 120_000) {
+      const sandboxes = (await Promise.all(names.map((n) => this.claim(n)))).map((c) => c?.status?.sandbox?.name).filter(Boolean);
+      await Promise.all(names.map((n) => this.deleteClaim(n)));
+      const left = async () =>
+        (await Promise.all([...names.map((n) => this.claim(n)), ...sandboxes.flatMap((s) => [this.sandbox(s), this.pod(s)])])).some(Boolean);
+      for (const end = Date.now() + timeoutMs; await left(); await sleep(200)) {
+        if (Date.now() > end) throw new Error(`claims ${names.join(", ")}: not all gone after ${timeoutMs} ms`);
+      }
+    },
 
     /** Pod of a claim once it is Ready. */
     async waitClaimPod(name, timeoutMs = 120_000) {
@@ -95,7 +119,9 @@ export function admin(ns = process.env.SANDBOX_TEST_NAMESPACE || "agents") {
       co.deleteNamespacedCustomObject({ ...EXT, namespace: ns, plural: "sandboxwarmpools", name }).catch((e) => (e.code === 404 ? null : Promise.reject(e))),
     async waitPoolReady(name, n, timeoutMs = 180_000) {
       for (const end = Date.now() + timeoutMs; Date.now() < end; await sleep(250)) {
-        if (((await this.pool(name))?.status?.readyReplicas ?? 0) >= n) return;
+        // Status of the current spec (a scale just made is not yet in it).
+        const p = await this.pool(name);
+        if (p && (p.status?.observedGeneration ?? 0) >= p.metadata.generation && (p.status?.readyReplicas ?? 0) >= n) return;
       }
       throw new Error(`warm pool ${name}: fewer than ${n} ready after ${timeoutMs} ms`);
     },

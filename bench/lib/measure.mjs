@@ -84,23 +84,33 @@ export async function sequential(n, fn) {
   return summarize({ ms });
 }
 
-/** `n` calls of `fn` at once: per-call latencies, wall time, calls/s. */
+/**
+ * `n` calls of `fn` at once: latencies of those that succeeded, wall time,
+ * successful calls/s, and how many failed (with the first error); throws
+ * when none succeeded.
+ */
 export async function concurrent(n, fn) {
   const t0 = performance.now();
-  const ms = await Promise.all(
+  const settled = await Promise.allSettled(
     Array.from({ length: n }, async () => {
       const t = performance.now();
       await fn();
       return performance.now() - t;
     }),
   );
-  return summarize({ ms, wallMs: performance.now() - t0 });
+  const wallMs = performance.now() - t0;
+  const ms = settled.filter((s) => s.status === "fulfilled").map((s) => s.value);
+  const failures = settled.filter((s) => s.status === "rejected").map((s) => s.reason);
+  if (!ms.length) throw failures[0];
+  const firstError = failures.length ? String(failures[0]?.message ?? failures[0]).split("\n")[0] : undefined;
+  return { ...summarize({ ms, wallMs }), failed: failures.length, firstError };
 }
 
 /** p50/p99 of latencies; calls per second when the wall time is known. */
-export function summarize({ ms, wallMs }) {
+export function summarize({ ms, wallMs, failed, error }) {
   const r = { ms, p50: percentile(ms, 50), p99: percentile(ms, 99) };
-  return wallMs == null ? r : { ...r, wallMs, perSec: (ms.length * 1000) / wallMs };
+  const f = failed == null ? {} : { failed, firstError: error ?? undefined };
+  return wallMs == null ? { ...r, ...f } : { ...r, wallMs, perSec: (ms.length * 1000) / wallMs, ...f };
 }
 
 /** Binary test content: 1 MiB of pseudo-random bytes, repeated. */

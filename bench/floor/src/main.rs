@@ -5,10 +5,15 @@
 //! `bench-floor <pod> <container> <op> [args]` with KUBECONFIG from the
 //! environment and the kubeconfig's namespace; prints one JSON line:
 //!   exec-seq N          `sh -c true` N times in a row   {"ms":[...]}
-//!   exec-conc N         N at once                       {"ms":[...],"wallMs":..}
+//!   exec-conc N         N at once                       {"ms":[...],"wallMs":..,"failed":..,"error":..}
+//!                       (latencies of those that succeeded; fails if none did)
 //!   stream BYTES        `head -c BYTES /dev/zero`       {"ms":..,"bytes":..}
 //!   write PATH BYTES    stdin → `sh -c 'cat > "$1"'`    {"ms":..,"bytes":..}
 //!   read PATH           `cat -- PATH`                   {"ms":..,"bytes":..}
+//!   claim-exec POOL N PREFIX   N times in a row: a SandboxClaim `PREFIX-i`
+//!                       of warm pool POOL, a watch until it is Ready, then
+//!                       `sh -c true` in its pod (after one untimed exec into
+//!                       <pod>)                          {"ms":[...],"claims":[...]}
 //! Single-operation lines also carry cpuMs and rssBaseKb / rssPeakKb (VmRSS
 //! before, VmHWM after, with the high-water mark reset just before the
 //! operation).
@@ -18,14 +23,15 @@
 use std::error::Error;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, AttachParams};
+use futures::TryStreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, AttachParams, DynamicObject, GroupVersionKind, PostParams, WatchEvent, WatchParams};
 use kube::client::ConfigExt;
 use kube::Client;
-use tower::{BoxError, ServiceBuilder};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tower::{BoxError, ServiceBuilder};
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 const BUF: usize = 64 * 1024;
@@ -36,7 +42,8 @@ async fn main() -> Res<()> {
     let [pod, container, op, rest @ ..] = args.as_slice() else {
         return Err("usage: bench-floor <pod> <container> <op> [args]".into());
     };
-    let pods: Api<Pod> = Api::default_namespaced(client(std::env::var_os("FLOOR_KUBE_DEFAULT").is_none()).await?);
+    let kube = client(std::env::var_os("FLOOR_KUBE_DEFAULT").is_none()).await?;
+    let pods: Api<Pod> = Api::default_namespaced(kube.clone());
     let x = Exec { pods, pod: pod.clone(), container: container.clone() };
     let arg = |i: usize| rest.get(i).cloned().ok_or("missing argument");
     let line = match op.as_str() {
@@ -59,11 +66,22 @@ async fn main() -> Res<()> {
                     x.run(&["sh", "-c", "true"], None).await.map(|_| elapsed(t))
                 });
             }
-            let mut ms = Vec::new();
+            let (mut ms, mut failed, mut error) = (Vec::new(), 0, None);
             while let Some(r) = set.join_next().await {
-                ms.push(r??);
+                match r? {
+                    Ok(v) => ms.push(v),
+                    Err(e) => {
+                        failed += 1;
+                        error.get_or_insert_with(|| e.to_string());
+                    }
+                }
             }
-            format!("{{\"ms\":{ms:?},\"wallMs\":{}}}", elapsed(t))
+            let wall = elapsed(t);
+            if ms.is_empty() {
+                return Err(error.unwrap_or_default().into());
+            }
+            let error = serde_json::to_string(&error)?;
+            format!("{{\"ms\":{ms:?},\"wallMs\":{wall},\"failed\":{failed},\"error\":{error}}}")
         }
         "stream" => {
             let n = arg(0)?;
@@ -80,6 +98,28 @@ async fn main() -> Res<()> {
         "read" => {
             let path = arg(0)?;
             measured(|| async { x.run(&["cat", "--", &path], None).await }).await?
+        }
+        "claim-exec" => {
+            let (pool, n, prefix) = (arg(0)?, arg(1)?.parse::<usize>()?, arg(2)?);
+            x.run(&["sh", "-c", "true"], None).await?; // warm-up: the connection
+            let gvk = GroupVersionKind::gvk("extensions.agents.x-k8s.io", "v1beta1", "SandboxClaim");
+            let ar = ApiResource::from_gvk_with_plural(&gvk, "sandboxclaims");
+            let claims: Api<DynamicObject> = Api::default_namespaced_with(kube.clone(), &ar);
+            let (mut ms, mut names) = (Vec::new(), Vec::new());
+            for i in 0..n {
+                let name = format!("{prefix}-{i}");
+                let t = Instant::now();
+                let mut claim = DynamicObject::new(&name, &ar);
+                claim.data = serde_json::json!({ "spec": { "warmPoolRef": { "name": pool } } });
+                let made = claims.create(&PostParams::default(), &claim).await?;
+                let sandbox =
+                    ready_sandbox(&claims, &name, made.metadata.resource_version.as_deref().unwrap_or("0")).await?;
+                let y = Exec { pod: sandbox, ..x.clone() };
+                y.run(&["sh", "-c", "true"], None).await?;
+                ms.push(elapsed(t));
+                names.push(name);
+            }
+            format!("{{\"ms\":{ms:?},\"claims\":{}}}", serde_json::to_string(&names)?)
         }
         other => return Err(format!("unknown op {other}").into()),
     };
@@ -144,6 +184,31 @@ impl Exec {
         }
         Ok(n)
     }
+}
+
+/// Watches claim `name` from resource version `rv` until it is Ready; its Sandbox's name (= its pod's).
+async fn ready_sandbox(claims: &Api<DynamicObject>, name: &str, rv: &str) -> Res<String> {
+    let wp = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(120);
+    let mut events = Box::pin(claims.watch(&wp, rv).await?);
+    while let Some(ev) = events.try_next().await? {
+        match ev {
+            WatchEvent::Added(c) | WatchEvent::Modified(c) => {
+                if let Some(sandbox) = ready(&c) {
+                    return Ok(sandbox);
+                }
+            }
+            WatchEvent::Error(e) => return Err(format!("watch {name}: {}", e.message).into()),
+            _ => {}
+        }
+    }
+    Err(format!("claim {name} not Ready when the watch ended").into())
+}
+
+fn ready(claim: &DynamicObject) -> Option<String> {
+    let status = claim.data.get("status")?;
+    let conditions = status.get("conditions")?.as_array()?;
+    conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True").then_some(())?;
+    Some(status.get("sandbox")?.get("name")?.as_str()?.to_owned())
 }
 
 async fn count(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<u64> {
