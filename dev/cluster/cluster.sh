@@ -347,8 +347,12 @@ scale_namespace() {
 	sed "s/^  name: $NS\$/  name: $SCALE_NS/" "$examples/namespace.yaml" | KUBECTL apply -f - >/dev/null
 	KUBECTL -n "$SCALE_NS" apply -f "$examples/admission-policy.yaml" >/dev/null
 	KUBECTL -n "$SCALE_NS" create serviceaccount sandbox-client --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
-	sed "s/^  namespace: $PROVIDER_NS\$/  namespace: $SCALE_NS/" "$examples/rbac/warm-pool.yaml" "$examples/rbac/direct.yaml" |
-		KUBECTL -n "$SCALE_NS" apply -f - >/dev/null
+	# One document stream: `---` between the files (neither ends with one).
+	local f
+	for f in "$examples/rbac/warm-pool.yaml" "$examples/rbac/direct.yaml"; do
+		sed "s/^  namespace: $PROVIDER_NS\$/  namespace: $SCALE_NS/" "$f"
+		echo "---"
+	done | KUBECTL -n "$SCALE_NS" apply -f - >/dev/null
 	token=$(KUBECTL -n "$SCALE_NS" create token sandbox-client --duration=48h)
 	write_kubeconfig "$SCALE_CLIENT" sandbox-client "$SCALE_NS" --token="$token"
 }

@@ -266,6 +266,12 @@ start_containerd() {
 		CTR images import --base-name "${img%:*}" "$IMAGES/${img#*:}.tar" >/dev/null ||
 			die "importing ${img#*:} into containerd failed"
 	done
+	# Pinned (the CRI's label): the kubelet never removes a pinned image, not
+	# even to reclaim disk under DiskPressure, and nothing can pull it again.
+	local ref
+	for ref in $(CTR images ls -q); do
+		CTR images label "$ref" io.cri-containerd.pinned=pinned >/dev/null
+	done
 }
 
 # --- kubelet -------------------------------------------------------------------
