@@ -273,12 +273,12 @@ export interface SandboxUsage {
   cpuPercent?: number;
   /** Memory charged to the container, page cache included (`memory.current`, v1 `memory.usage_in_bytes`). */
   memoryBytes: number;
-  /** `memoryBytes` less inactive file pages: the working set, as the kubelet computes it for eviction and `kubectl top`. */
+  /** `memoryBytes` less inactive file pages: the working set, as the kubelet computes it for eviction and `kubectl top`; `memoryBytes` where there is no `memory.stat` (gVisor). */
   memoryWorkingSetBytes: number;
   /** Memory limit (`memory.max`, v1 `memory.limit_in_bytes`). */
   memoryLimitBytes: number | null;
-  /** Processes the kernel's OOM killer ended in the container (`memory.events`, v1 `memory.oom_control` `oom_kill`). */
-  oomKills: number;
+  /** Processes the kernel's OOM killer ended in the container (`memory.events`, v1 `memory.oom_control` `oom_kill`); null where the runtime does not count them (gVisor). */
+  oomKills: number | null;
   /** Tasks (processes and threads) now, this call's own included (`pids.current`). */
   pids: number;
   /** Pid limit (`pids.max`). */

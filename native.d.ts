@@ -461,8 +461,8 @@ export interface NativeUsage {
   memoryWorkingSetBytes: number
   /** Memory limit; null: none. */
   memoryLimitBytes: number | null
-  /** Processes the OOM killer ended. */
-  oomKills: number
+  /** Processes the OOM killer ended; null: the runtime does not count them. */
+  oomKills: number | null
   /** Tasks now. */
   pids: number
   /** Pid limit; null: none. */

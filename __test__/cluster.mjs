@@ -30,6 +30,21 @@ export const namespace = process.env.SANDBOX_TEST_NAMESPACE ?? "agents";
  */
 export const image = "docker.io/library/debian:bookworm-slim";
 
+/**
+ * The RuntimeClass this run's sandboxes use (SANDBOX_TEST_RUNTIME_CLASS,
+ * with SANDBOX_TEST_NAMESPACE the namespace whose templates and admission
+ * policy name it); undefined: the node's default, runc.
+ */
+export const runtimeClassName = process.env.SANDBOX_TEST_RUNTIME_CLASS || undefined;
+
+/** The sandboxes run under gVisor. */
+export const gvisor = runtimeClassName === "gvisor";
+
+/** Direct-mode `sandbox` options for this run: the image, the runtime class, then `extra`. */
+export function directSandbox(extra = {}) {
+  return { image, ...(runtimeClassName ? { runtimeClassName } : {}), ...extra };
+}
+
 /** The node sandboxes run on (a real kubelet: dev/cluster/node/realnode.sh). */
 export const node = process.env.SANDBOX_TEST_REAL_NODE ?? "real-node-0";
 

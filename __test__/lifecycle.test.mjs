@@ -11,10 +11,9 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { agentSandboxProvider } from "@rivet-dev/sandbox-adapter-kubernetes";
 import { provider, sh, withSandbox } from "./sandbox-fixture.mjs";
-import { actorId, apiserver, clientToken, getObject, image, kubectl, leftovers, namespace, noShellImage, objectName, skip } from "./cluster.mjs";
+import { actorId, apiserver, clientToken, directSandbox, getObject, kubectl, leftovers, namespace, noShellImage, objectName, skip } from "./cluster.mjs";
 
 const POOL = "pool-workspace";
-const IMAGE = image;
 
 /** The full cycle: exec, suspend (pod gone), resume (PVC kept, rootfs fresh), destroy (nothing left). */
 async function fullCycle(p, events, ctx, id, sandboxName) {
@@ -79,7 +78,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("direct mode: create, connect, exec, suspend, resume, destroy", async () => {
-    const { p, events } = provider({ sandbox: { image: IMAGE, volume: { size: "1Gi" } }, ttlSeconds: 3600 });
+    const { p, events } = provider({ sandbox: directSandbox({ volume: { size: "1Gi" } }), ttlSeconds: 3600 });
     const ctx = { actorId: actorId("direct"), client: () => undefined };
     const id = await p.create(ctx);
     try {
@@ -177,7 +176,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("an image that cannot be pulled fails connect promptly with sandbox_failed", async () => {
-    const { p } = provider({ sandbox: { image: "local/pull-fail:1" }, suspend: "none" });
+    const { p } = provider({ sandbox: directSandbox({ image: "local/pull-fail:1" }), suspend: "none" });
     await withSandbox(p, "pullfail", async (ctx, id) => {
       await assert.rejects(p.connect(ctx, id), (err) => {
         assert.equal(err.code, "sandbox_failed", err.message);
@@ -188,7 +187,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("a direct-mode Sandbox without a volume runs execs in its cwd (the node creates a missing workingDir)", async () => {
-    const { p } = provider({ sandbox: { image: IMAGE }, suspend: "none" });
+    const { p } = provider({ sandbox: directSandbox(), suspend: "none" });
     await withSandbox(p, "novolume", async (ctx, id) => {
       const sandbox = await p.connect(ctx, id);
       assert.equal(sandbox.cwd, "/workspace");
@@ -197,7 +196,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
   });
 
   test("a crash-looping container fails connect with sandbox_failed", async () => {
-    const { p } = provider({ sandbox: { image: noShellImage }, suspend: "none" });
+    const { p } = provider({ sandbox: directSandbox({ image: noShellImage }), suspend: "none" });
     await withSandbox(p, "crashloop", async (ctx, id) => {
       await assert.rejects(p.connect(ctx, id), (err) => err.code === "sandbox_failed" && /CrashLoopBackOff/.test(err.message));
     });
@@ -224,7 +223,7 @@ describe("lifecycle on the local cluster", { skip }, () => {
 
   test("a pod that cannot be scheduled times out with a message saying so", async () => {
     const nowhere = { spec: { nodeSelector: { "agent-sandbox-test/no-such-node": "true" } } };
-    const { p } = provider({ sandbox: { image: IMAGE, podTemplate: nowhere }, suspend: "none", readyTimeoutMs: 5000 });
+    const { p } = provider({ sandbox: directSandbox({ podTemplate: nowhere }), suspend: "none", readyTimeoutMs: 5000 });
     await withSandbox(p, "unschedulable", async (ctx, id) => {
       await assert.rejects(p.connect(ctx, id), (err) => {
         assert.equal(err.code, "timeout", err.message);

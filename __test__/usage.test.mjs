@@ -1,11 +1,12 @@
-// usage() against the local control plane, whose node gives each pod its own
-// cgroup v1 (dev/cluster/README.md): the pod spec's limits read back as
-// limits, and memory held, CPU burnt and bytes written to cwd show up. The
-// parsers and the cgroup v2 layout are tested on fixtures in core/src/usage.
+// usage() against the local control plane, whose real node gives each pod its
+// own cgroup v1 under runc, and gVisor's cgroupfs of its own under gVisor
+// (dev/cluster/README.md): the pod spec's limits read back as limits, and
+// memory held, CPU burnt and bytes written to cwd show up. The parsers and the
+// cgroup v2 layout are tested on fixtures in core/src/usage.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { getObject, image, skip } from "./cluster.mjs";
+import { directSandbox, getObject, gvisor, kubectl, skip } from "./cluster.mjs";
 import { openSandbox, provider, scratchDir, sh, withSandbox } from "./sandbox-fixture.mjs";
 
 /** A Kubernetes quantity ("2Gi", "512M", "1500m", "2") as a number. */
@@ -31,10 +32,12 @@ describe("usage", { skip, timeout: 600_000 }, () => {
   test("the pod's own cgroup: every field, and the pod spec's limits as limits", async () => {
     const u = await sandbox.usage();
     console.log("usage:", JSON.stringify(u));
-    assert.equal(u.source, "cgroup1", "this node runs cgroup v1");
-    for (const k of ["timestamp", "cpuSeconds", "memoryBytes", "memoryWorkingSetBytes", "oomKills", "pids", "diskBytes", "diskTotalBytes"]) {
+    assert.equal(u.source, "cgroup1", "this node runs cgroup v1 (and gVisor shows v1)");
+    for (const k of ["timestamp", "cpuSeconds", "memoryBytes", "memoryWorkingSetBytes", "pids", "diskBytes", "diskTotalBytes"]) {
       assert.ok(Number.isFinite(u[k]) && u[k] >= 0, `${k}: ${u[k]}`);
     }
+    // gVisor has no memory.stat: the working set is all of it.
+    if (gvisor) assert.equal(u.memoryWorkingSetBytes, u.memoryBytes);
     assert.ok(!("cpuPercent" in u), "no cpuPercent without sampleMs");
     assert.ok(u.memoryWorkingSetBytes <= u.memoryBytes);
     assert.ok(u.pids >= 1 && u.pids < 100, `pids ${u.pids}: this pod's tasks, not the node's`);
@@ -48,7 +51,8 @@ describe("usage", { skip, timeout: 600_000 }, () => {
     // parent the container does not see (runc mounts the container's own):
     // the container's cgroup has no limit of its own.
     assert.equal(u.pidsLimit, null);
-    assert.equal(u.oomKills, 0);
+    // gVisor counts no OOM kills (no memory.oom_control).
+    assert.equal(u.oomKills, gvisor ? null : 0);
   });
 
   test("a process holding 200 MB raises memoryBytes and the working set by as much", async () => {
@@ -113,8 +117,8 @@ describe("usage", { skip, timeout: 600_000 }, () => {
     assert.equal(typeof u.cpuPercent, "number");
   });
 
-  test("the container's memory limit kills a process that goes past it, and usage() counts the kill", async () => {
-    const { p } = provider({ sandbox: { image, resources: { memory: "64Mi" } }, suspend: "none", cwd: "/tmp" });
+  test("the container's memory limit kills a process that goes past it, and usage() counts the kill", { skip: gvisor && "gVisor ends the whole sandbox (next test)" }, async () => {
+    const { p } = provider({ sandbox: directSandbox({ resources: { memory: "64Mi" } }), suspend: "none", cwd: "/tmp" });
     await withSandbox(p, "oom", async (ctx, id) => {
       const box = await p.connect(ctx, id);
       const before = await box.usage();
@@ -127,6 +131,26 @@ describe("usage", { skip, timeout: 600_000 }, () => {
       console.log(`oomKills ${before.oomKills} -> ${after.oomKills}`);
       assert.ok(after.oomKills >= 1, `oomKills ${after.oomKills}`);
       assert.ok(after.memoryBytes <= after.memoryLimitBytes);
+    });
+  });
+
+  test("gVisor: going past the memory limit ends the whole sandbox, and its container comes back", { skip: !gvisor && "runc kills one process (the test before)" }, async () => {
+    const { p } = provider({ sandbox: directSandbox({ resources: { memory: "64Mi" } }), suspend: "none", cwd: "/tmp" });
+    await withSandbox(p, "oom", async (ctx, id) => {
+      const box = await p.connect(ctx, id);
+      const before = await box.usage();
+      assert.equal(before.memoryLimitBytes, 64 * 1024 * 1024);
+      assert.equal(before.oomKills, null);
+      const pod = (await sh(box, "hostname")).trim();
+      // The exec ends with the sandbox, however it is reported.
+      const r = await box.exec("head -c 200000000 /dev/zero | tail > /dev/null; echo survived").catch((e) => ({ error: e.code }));
+      console.log("past the limit under gVisor:", JSON.stringify(r));
+      assert.notEqual(r.stdout, "survived\n", "the sandbox went on past its memory limit");
+      // The kubelet restarts the container: wait for that, then calls work again.
+      kubectl("wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1", `pod/${pod}`, "--timeout=120s");
+      kubectl("wait", "--for=condition=Ready", `pod/${pod}`, "--timeout=120s");
+      const after = await box.exec("echo back");
+      assert.equal(after.stdout, "back\n");
     });
   });
 });

@@ -10,6 +10,7 @@ import { native } from "./native.js";
 import { configError, optionsToJson } from "./options.js";
 import { OpenPorts } from "./ports.js";
 import { wrapSandbox } from "./sandbox.js";
+import { providerTracing } from "./tracing.js";
 
 /**
  * @param {import("../index.js").AgentSandboxProviderOptions} options
@@ -20,7 +21,11 @@ export function agentSandboxProvider(options) {
   // `config` naming the option); `onEvent` goes in as its `typeof`, and the
   // function itself to the addon separately, as a weak callback.
   const { json, onEvent } = optionsToJson(options);
-  const callback = typeof onEvent === "function" ? safeCallback(onEvent) : null;
+  // With @opentelemetry/api installed, calls are spans, and the addon's
+  // events also go to the span of the call they belong to (js/tracing.js).
+  const tracing = providerTracing(json);
+  const listener = tracing ? tracing.listen(onEvent) : onEvent;
+  const callback = typeof listener === "function" ? safeCallback(listener) : null;
   const provider = construct(json, callback);
   // Forwards and tunnels by actor and sandbox id, closed by suspend and
   // destroy. Only a connect the addon accepted (the id is the actor's)
@@ -28,7 +33,7 @@ export function agentSandboxProvider(options) {
   // actor opened: another actor's id finds nothing here, and the addon then
   // refuses it (`invalid_state`).
   const openPorts = new OpenPorts();
-  return {
+  const methods = {
     name: provider.name,
     cwd: provider.cwd,
     create: (c) => callNative(() => provider.create(actorId(c))),
@@ -53,6 +58,7 @@ export function agentSandboxProvider(options) {
       }),
     stats: () => provider.stats(),
   };
+  return tracing ? tracing.wrap(methods) : methods;
 }
 
 /** `id` if it is a string (a malformed one is the addon's to judge), else `invalid_request`. */

@@ -9,7 +9,11 @@
 #      formatting or lint error fails within a minute or two
 #   2. Rust unit tests of the core (cargo test)
 #   3. the local control plane's smoke test (kubectl, least privilege)
-#   4. the JS integration tests (node --test) against the local cluster
+#   4. the JS integration tests (node --test) against the local cluster,
+#      their sandboxes under runc
+#   5. the suites of what runs inside a sandbox again, their sandboxes under
+#      gVisor (the RuntimeClass GKE Sandbox users have); both steps run to
+#      their end, and either failing fails the command
 # Leaves the cluster running for the next run (`dev/cluster/cluster.sh down` stops it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,5 +55,10 @@ cargo test -p sandbox-core
 step "cluster smoke test"
 bash dev/cluster/smoke.sh
 
-step "JS integration tests"
-node --test --test-concurrency=1 __test__/*.test.mjs
+step "JS integration tests (runc)"
+status=0
+node --test --test-concurrency=1 __test__/*.test.mjs || status=$?
+step "JS integration tests of what runs in a sandbox (gVisor)"
+SANDBOX_TEST_NAMESPACE=$SANDBOX_TEST_GVISOR_NAMESPACE SANDBOX_TEST_RUNTIME_CLASS=gvisor \
+	node --test --test-concurrency=1 __test__/{lifecycle,exec,files,process,terminal,ports,usage}.test.mjs || status=$?
+exit "$status"

@@ -134,8 +134,8 @@ pub struct NativeUsage {
     pub memory_working_set_bytes: f64,
     /// Memory limit; null: none.
     pub memory_limit_bytes: Either<f64, Null>,
-    /// Processes the OOM killer ended.
-    pub oom_kills: f64,
+    /// Processes the OOM killer ended; null: the runtime does not count them.
+    pub oom_kills: Either<f64, Null>,
     /// Tasks now.
     pub pids: f64,
     /// Pid limit; null: none.
@@ -297,7 +297,7 @@ impl NativeSandbox {
                 memory_bytes: u.memory_bytes as f64,
                 memory_working_set_bytes: u.memory_working_set_bytes as f64,
                 memory_limit_bytes: nullable(u.memory_limit_bytes.map(|b| b as f64)),
-                oom_kills: u.oom_kills as f64,
+                oom_kills: nullable(u.oom_kills.map(|n| n as f64)),
                 pids: u.pids as f64,
                 pids_limit: nullable(u.pids_limit.map(|p| p as f64)),
                 disk_bytes: u.disk.map(|(used, _)| used as f64),

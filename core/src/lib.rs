@@ -111,6 +111,10 @@ pub mod testing {
     pub mod kill {
         pub use crate::exec::kill::KILL;
     }
+    /// `exec::relay`.
+    pub mod relay {
+        pub use crate::exec::relay::RELAY;
+    }
     /// `files`: the operations under [`Sandbox`](crate::Sandbox)'s.
     pub mod files {
         pub use crate::files::{exists, mkdir, read_file, readdir, remove, scripts, stat, write_file};

@@ -42,6 +42,8 @@ SCALE_NODE=kwok-node-1
 # The scale profile's namespace: no ResourceQuota or LimitRange (the ones of
 # $NS cap it far below 1,000 sandboxes), the same Role and ServiceAccount.
 SCALE_NS=agents-scale
+# The sandbox namespace whose pods run under gVisor (sandbox_namespace).
+GVISOR_NS=agents-gvisor
 SCALE_CLIENT=$STATE/scale.kubeconfig
 PROFILE=$STATE/profile
 # What the running cluster was set up from (this script and the shipped
@@ -298,15 +300,13 @@ token_kubeconfig() {
 # client_kubeconfigs: the tests' provider identity, sandbox-client, holds
 # both modes' Roles and the ports one (the tests run both modes as one
 # process, as a deployment using both would). Beside it, one account per
-# mode holding only that mode's Role, as rbac/ grants it to a provider
-# running in that mode alone.
+# mode, bound to only that mode's Role (sandbox_namespace), as rbac/ grants
+# it to a provider running in that mode alone.
 client_kubeconfigs() {
 	token_kubeconfig "$CLIENT" sandbox-client
 	local mode
 	for mode in warm-pool direct; do
 		KUBECTL -n "$PROVIDER_NS" create serviceaccount "sandbox-client-$mode" --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
-		KUBECTL -n "$NS" create rolebinding "test-$mode-only" --role="sandbox-client-$mode" \
-			--serviceaccount="$PROVIDER_NS:sandbox-client-$mode" --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
 		token_kubeconfig "$STATE/$mode.kubeconfig" "sandbox-client-$mode"
 	done
 }
@@ -493,48 +493,67 @@ start_agent_sandbox() {
 setup_objects() {
 	local examples=$HERE/../../examples/manifests
 	KUBECTL apply -f "$HERE/manifests/setup.yaml" >/dev/null
-	# The same files users apply, the way its README says (the namespace
-	# first, then every YAML file of examples/manifests/), so they cannot rot.
-	KUBECTL apply -f "$examples/namespace.yaml" >/dev/null
-	wait_for kube-controller-manager 30 KUBECTL -n "$NS" get serviceaccount default
+	# The provider's namespace and identities (client_kubeconfigs), then the
+	# sandbox namespaces: runc's, and gVisor's as a GKE Sandbox user sets it.
+	KUBECTL apply -f "$examples/rbac/service-account.yaml" >/dev/null
+	client_kubeconfigs
+	sandbox_namespace "$NS"
+	sandbox_namespace "$GVISOR_NS" gvisor
+}
+
+# sandbox_namespace NAME [RUNTIME_CLASS]: a sandbox namespace made from the
+# files users apply, the way examples/manifests/README.md says (the namespace
+# first, then every YAML file of it), so they cannot rot; with both modes'
+# Roles and the ports one bound to the tests' identities (client_kubeconfigs).
+# With RUNTIME_CLASS, the templates' `runtimeClassName` line is uncommented to
+# it and the admission policy requires it.
+sandbox_namespace() {
+	local ns=$1 class=${2:-} examples=$HERE/../../examples/manifests
+	as_shipped "$ns" "$class" "$examples/namespace.yaml" | KUBECTL apply -f - >/dev/null
+	wait_for kube-controller-manager 30 KUBECTL -n "$ns" get serviceaccount default
 	# The quota refuses what it has not counted yet ("status unknown for
 	# quota"): before the warm pools' controller meets it, let the
 	# controller-manager count it (see install_crds).
-	KUBECTL -n "$NS" apply -f "$examples/resource-quota.yaml" >/dev/null
-	wait_for kube-controller-manager 60 quota_counted
-	sized_to_node "$examples"/*.yaml | KUBECTL -n "$NS" apply -f - >/dev/null
-	# The provider's namespace and identity, and both modes' Roles: the tests
-	# run both (client_kubeconfigs).
-	KUBECTL apply -f "$examples/rbac/service-account.yaml" >/dev/null
-	KUBECTL -n "$NS" apply -f "$examples/rbac/warm-pool.yaml" -f "$examples/rbac/direct.yaml" -f "$examples/rbac/ports.yaml" >/dev/null
+	as_shipped "$ns" "$class" "$examples/resource-quota.yaml" | KUBECTL -n "$ns" apply -f - >/dev/null
+	wait_for kube-controller-manager 60 quota_counted "$ns"
+	as_shipped "$ns" "$class" "$examples"/*.yaml | KUBECTL -n "$ns" apply -f - >/dev/null
+	KUBECTL -n "$ns" apply -f "$examples/rbac/warm-pool.yaml" -f "$examples/rbac/direct.yaml" -f "$examples/rbac/ports.yaml" >/dev/null
+	local mode
+	for mode in warm-pool direct; do
+		KUBECTL -n "$ns" create rolebinding "test-$mode-only" --role="sandbox-client-$mode" \
+			--serviceaccount="$PROVIDER_NS:sandbox-client-$mode" --dry-run=client -o yaml | KUBECTL apply -f - >/dev/null
+	done
 	# The API server enforces a new admission policy once its informers have
 	# it: wait for that, so no test object gets in before.
-	wait_for kube-apiserver 30 admission_active
-	client_kubeconfigs
+	wait_for kube-apiserver 30 admission_active "$ns"
 	local p
 	for p in pool-workspace pool-ephemeral; do
-		wait_for agent-sandbox-controller 120 pool_ready "$p"
+		wait_for agent-sandbox-controller 120 pool_ready "$ns" "$p"
 	done
 }
 
-# sized_to_node FILE...: the manifests as shipped, but for the CPU and memory
-# each sandbox requests (the LimitRange's defaults, the templates' requests),
-# which their comments ask to size to the nodes: 250m and 512Mi each would
-# fit eight sandboxes on this 2-core machine's real node.
-sized_to_node() {
-	local f
+# as_shipped NAMESPACE RUNTIME_CLASS FILE...: the manifests as shipped, one
+# document stream, but for the namespace's name, the runtime class (empty:
+# none) and the CPU and memory each sandbox requests (the LimitRange's
+# defaults, the templates' requests), which their comments ask to size to
+# the nodes: 250m and 512Mi each would fit eight sandboxes on this 2-core
+# machine's real node.
+as_shipped() {
+	local ns=$1 class=$2 f edits=(-e "s/^  name: $NS\$/  name: $1/" -e 's/{ cpu: 250m, memory: 512Mi,/{ cpu: 10m, memory: 64Mi,/')
+	[[ -z $class ]] || edits+=(-e "s/# runtimeClassName: .*/runtimeClassName: $class/" -e "s/runtimeClassNames: \"\"/runtimeClassNames: \"$class\"/")
+	shift 2
 	for f in "$@"; do
-		sed 's/{ cpu: 250m, memory: 512Mi,/{ cpu: 10m, memory: 64Mi,/' "$f"
+		sed "${edits[@]}" "$f"
 		echo "---"
 	done
 }
 
-# admission_active: the API server refuses a privileged Sandbox in $NS with
-# the shipped admission policy and its parameters (a server-side dry run:
-# nothing is created).
+# admission_active NAMESPACE: the API server refuses a privileged Sandbox
+# there with the shipped admission policy and its parameters (a server-side
+# dry run: nothing is created).
 admission_active() {
 	local out
-	out=$(KUBECTL -n "$NS" create --dry-run=server -o name -f - 2>&1 <<-EOF
+	out=$(KUBECTL -n "$1" create --dry-run=server -o name -f - 2>&1 <<-EOF
 		apiVersion: agents.x-k8s.io/v1beta1
 		kind: Sandbox
 		metadata: {name: admission-probe}
@@ -548,16 +567,17 @@ admission_active() {
 	[[ $out == *"ValidatingAdmissionPolicy 'agent-sandboxes'"*"privileged containers are not allowed"* ]]
 }
 
-# quota_counted: the ResourceQuota of $NS has a usage for everything it limits.
+# quota_counted NAMESPACE: its ResourceQuota has a usage for everything it limits.
 quota_counted() {
-	KUBECTL -n "$NS" get resourcequota -o json |
+	KUBECTL -n "$1" get resourcequota -o json |
 		python3 -c 'import json,sys; q=json.load(sys.stdin)["items"]; s=[i.get("status",{}) for i in q]; sys.exit(not q or any(set(x.get("hard",{}))-set(x.get("used",{})) for x in s))'
 }
 
+# pool_ready NAMESPACE POOL: every replica of the warm pool is ready.
 pool_ready() {
 	local want have
-	want=$(KUBECTL -n "$NS" get sandboxwarmpool "$1" -o jsonpath='{.spec.replicas}')
-	have=$(KUBECTL -n "$NS" get sandboxwarmpool "$1" -o jsonpath='{.status.readyReplicas}')
+	want=$(KUBECTL -n "$1" get sandboxwarmpool "$2" -o jsonpath='{.spec.replicas}')
+	have=$(KUBECTL -n "$1" get sandboxwarmpool "$2" -o jsonpath='{.status.readyReplicas}')
 	[[ -n $have && $have == "$want" ]]
 }
 
@@ -568,6 +588,7 @@ export SANDBOX_TEST_ADMIN_KUBECONFIG=$ADMIN
 export SANDBOX_TEST_WARM_POOL_KUBECONFIG=$STATE/warm-pool.kubeconfig
 export SANDBOX_TEST_DIRECT_KUBECONFIG=$STATE/direct.kubeconfig
 export SANDBOX_TEST_NAMESPACE=$NS
+export SANDBOX_TEST_GVISOR_NAMESPACE=$GVISOR_NS
 export SANDBOX_TEST_KUBECTL=$K8S_BIN/kubectl
 export SANDBOX_CLUSTER_SCRIPT=$HERE/cluster.sh
 EOF

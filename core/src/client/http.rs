@@ -148,11 +148,31 @@ where
     let tls = ClusterTls::new(&config)?;
     let calls = pool(&config, &tls, connector.clone(), Protocols::Negotiated);
     let own_connections = pool(&config, &tls, connector, Protocols::Http1);
+    let resent = requests.clone();
     let dispatch = tower::service_fn(move |request: http::Request<Body>| {
         // kube's `Client::connect` asks for its WebSocket by this header.
         let upgrade = request.headers().contains_key(http::header::UPGRADE);
-        let pool = if upgrade || is_watch(request.uri()) { &own_connections } else { &calls };
-        pool.request(request)
+        let pool = if upgrade || is_watch(request.uri()) { own_connections.clone() } else { calls.clone() };
+        let resent = resent.clone();
+        async move {
+            // A GET is sent again when the connection it went out on turned
+            // out dead (reset, or lost while the request was on its way): a
+            // pooled connection a network failure cut can be handed out
+            // before the pool has noticed. Reads are idempotent; client-go
+            // retries them alike. Upgrades are not: a command may have run.
+            let mut again = if request.method() == http::Method::GET && !upgrade { copy(&request) } else { None };
+            let mut result = pool.request(request).await;
+            for _ in 0..CONNECTION_RETRIES {
+                let (Err(e), Some(request)) = (&result, again.take()) else { break };
+                if !connection_died(e) {
+                    break;
+                }
+                again = copy(&request);
+                resent.record(request.method(), request.uri());
+                result = pool.request(request).await;
+            }
+            result
+        }
     });
     let plugin: Option<Arc<str>> = plugin.map(Arc::from);
     let counted = requests.clone();
@@ -248,6 +268,38 @@ where
     builder.build(timeouts)
 }
 
+/// Times a GET is sent again after its connection died (see `finish`): a
+/// network failure can leave every pooled connection dead, and each is
+/// dropped as it fails.
+const CONNECTION_RETRIES: usize = 2;
+
+/// A copy of `request` with its body (an empty or in-memory one), if it has one.
+fn copy(request: &http::Request<Body>) -> Option<http::Request<Body>> {
+    let mut copy = http::Request::new(request.body().try_clone()?);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    Some(copy)
+}
+
+/// Whether a request failed because its established connection died: not
+/// a failure to connect (a new connection would fail alike), not a timeout
+/// (waiting again would double it), not an answer.
+fn connection_died(e: &hyper_util::client::legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cause {
+        if err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut) {
+            return false;
+        }
+        cause = err.source();
+    }
+    true
+}
+
 fn retry_policy() -> RetryPolicy {
     RetryPolicy::new(Duration::from_millis(50), Duration::from_secs(5), RETRIES, true)
         .expect("constant backoff parameters are valid")
@@ -267,8 +319,10 @@ mod tests {
     use super::*;
     use crate::client::{api_error, Action};
 
-    /// Serves `failures` answers of `status`, then 200 with `{}`; counts requests.
-    async fn fake_server(status: u16, failures: u32) -> (Client, Arc<AtomicU32>) {
+    /// Closes the connection of the first `drops` requests without an
+    /// answer (a connection that died under them), serves `failures`
+    /// answers of `status`, then 200 with `{}`; counts requests.
+    async fn fake_server(drops: u32, status: u16, failures: u32) -> (Client, Arc<AtomicU32>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let count = Arc::new(AtomicU32::new(0));
@@ -288,6 +342,10 @@ mod tests {
                         }
                     }
                     let n = seen.fetch_add(1, Ordering::SeqCst);
+                    if n < drops {
+                        return;
+                    }
+                    let n = n - drops;
                     let refusal = format!(
                         r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"refused on purpose","code":{status}}}"#
                     );
@@ -310,7 +368,7 @@ mod tests {
     #[tokio::test]
     async fn a_burst_of_503_and_429_is_retried_until_it_passes() {
         for status in [503, 429, 504] {
-            let (client, count) = fake_server(status, 3).await;
+            let (client, count) = fake_server(0, status, 3).await;
             get(&client).await.unwrap_or_else(|e| panic!("{status}: {e}"));
             assert_eq!(count.load(Ordering::SeqCst), 4, "{status}: three refusals, one success");
         }
@@ -318,7 +376,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_that_keeps_refusing_is_an_error_after_the_bounded_retries() {
-        let (client, count) = fake_server(503, u32::MAX).await;
+        let (client, count) = fake_server(0, 503, u32::MAX).await;
         // 50 ms doubling, capped at 5 s, with jitter: about 12 s at most. The
         // count is the check; the bound only catches retries without end.
         let err =
@@ -332,8 +390,24 @@ mod tests {
 
     #[tokio::test]
     async fn other_errors_are_not_retried() {
-        let (client, count) = fake_server(500, u32::MAX).await;
+        let (client, count) = fake_server(0, 500, u32::MAX).await;
         assert!(get(&client).await.is_err());
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_get_whose_connection_died_is_sent_again_and_nothing_else_is() {
+        let (client, count) = fake_server(CONNECTION_RETRIES as u32, 200, 0).await;
+        get(&client).await.unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), CONNECTION_RETRIES as u32 + 1);
+        // One death more than the retries: the error stands.
+        let (client, count) = fake_server(CONNECTION_RETRIES as u32 + 1, 200, 0).await;
+        assert!(get(&client).await.is_err());
+        assert_eq!(count.load(Ordering::SeqCst), CONNECTION_RETRIES as u32 + 1);
+        // A POST may have been acted on: never sent again.
+        let (client, count) = fake_server(1, 200, 0).await;
+        let post = http::Request::post("/api/v1/namespaces").body(b"{}".to_vec()).unwrap();
+        assert!(client.request::<serde_json::Value>(post).await.is_err());
         assert_eq!(count.load(Ordering::SeqCst), 1);
     }
 }

@@ -16,18 +16,20 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::kill;
 use super::output::{HeadBuffer, OutputChunk};
 use super::permits::{Permits, Slot};
+use super::relay::{self, LocalSide, Relays, Replay};
 use super::request::{Call, ExecRequest, ExecResult, Exit};
 use super::runs::{RunGuard, Runs, Snapshot};
 use super::runtime::{Release, Runtime, Stdin, TerminalInput, TerminalSize, Tunnel};
@@ -92,11 +94,17 @@ struct Inner {
 struct Tunnels {
     permits: Permits,
     idle: Duration,
+    /// Connections the node cannot carry go through these.
+    relays: Relays,
 }
 
 impl Tunnels {
     fn new(limits: TunnelLimits) -> Arc<Self> {
-        Arc::new(Tunnels { permits: Permits::new(limits.max, limits.per_sandbox), idle: limits.idle })
+        Arc::new(Tunnels {
+            permits: Permits::new(limits.max, limits.per_sandbox),
+            idle: limits.idle,
+            relays: Relays::new(limits.max),
+        })
     }
 }
 
@@ -519,37 +527,30 @@ impl ExecEngine {
                 ),
             ));
         };
-        // The runtime's ends of the tunnel go through relays that note
-        // every byte moved, which the idle timer waits for.
         let Tunnel { mut input, output, paused } = tunnel;
-        let (to_port, input_rx) = mpsc::channel(1);
-        let (output_tx, mut from_port) = mpsc::channel(1);
         let moved = &Notify::new();
-        let carried =
-            self.inner.runtime.port_forward(target, port, Tunnel { input: input_rx, output: output_tx, paused });
-        let outbound = async move {
-            while let Some(data) = input.recv().await {
-                moved.notify_one();
-                if to_port.send(data).await.is_err() {
-                    break;
+        let relays = &self.tunnels.relays;
+        let carried = async {
+            // The node first, unless only the relay reached this sandbox.
+            let (head, node) = if relays.only_route(target) {
+                (Bytes::new(), None)
+            } else {
+                let mut replay = Replay::default();
+                match self.forward_by_node(target, port, &mut input, &output, paused.clone(), moved, &mut replay).await
+                {
+                    Err(e) if relay::worth_relaying(&e) => match replay.take() {
+                        Some(head) => (head, Some(e)),
+                        None => return Err(e),
+                    },
+                    ended => return ended,
                 }
-            }
-        };
-        // Ends once the runtime's side ended, or when nobody reads: dropping
-        // `from_port` then ends the runtime's run too.
-        let inbound = async move {
-            while let Some(chunk) = from_port.recv().await {
-                moved.notify_one();
-                if output.send(chunk).await.is_err() {
-                    return;
-                }
-            }
+            };
+            let local = LocalSide { head, input: &mut input, output: &output, paused, moved };
+            relay::relay(&*self.inner.runtime, relays, target, port, local, node).await
         };
         let idle = async { while tokio::time::timeout(tunnels.idle, moved.notified()).await.is_ok() {} };
         tokio::select! {
-            (ended, ()) = futures::future::join(carried, inbound) => ended,
-            // The local side's end is no end of the connection (no half-close).
-            () = outbound.then(|()| std::future::pending()) => unreachable!("the outbound relay never completes"),
+            ended = carried => ended,
             () = idle => Err(Error::new(
                 ErrorCode::Timeout,
                 format!(
@@ -557,6 +558,67 @@ impl ExecEngine {
                     tunnels.idle.as_millis()
                 ),
             )),
+        }
+    }
+
+    /// One connection through the runtime's own port-forward. What the
+    /// client sends is recorded in `replay` until the port answers, so a
+    /// relay can send it again when the node fails.
+    #[allow(clippy::too_many_arguments)]
+    async fn forward_by_node(
+        &self,
+        target: &ExecTarget,
+        port: u16,
+        input: &mut mpsc::Receiver<Bytes>,
+        output: &mpsc::Sender<OutputChunk>,
+        paused: watch::Receiver<bool>,
+        moved: &Notify,
+        replay: &mut Replay,
+    ) -> Result<()> {
+        // The runtime's ends of the tunnel go through copies that note
+        // every byte moved, which the idle timer waits for.
+        let (to_port, input_rx) = mpsc::channel(1);
+        let (output_tx, mut from_port) = mpsc::channel(1);
+        let answered = &AtomicBool::new(false);
+        let carried =
+            self.inner.runtime.port_forward(target, port, Tunnel { input: input_rx, output: output_tx, paused });
+        let outbound = async move {
+            while let Some(data) = input.recv().await {
+                moved.notify_one();
+                // Recorded before it is sent: a send the node's failure
+                // interrupts is replayed all the same.
+                if answered.load(Ordering::Relaxed) {
+                    replay.spend();
+                } else {
+                    replay.record(&data);
+                }
+                if to_port.send(data).await.is_err() {
+                    break;
+                }
+            }
+        };
+        // Ends once the runtime's side ended, or when the local side closed
+        // (the port may be silent: waiting for its next byte could take
+        // until the idle timeout). Dropping `from_port` ends the runtime's
+        // run too.
+        let inbound = async move {
+            loop {
+                let chunk = tokio::select! {
+                    chunk = from_port.recv() => chunk,
+                    () = output.closed() => return,
+                };
+                let Some(chunk) = chunk else { return };
+                moved.notify_one();
+                answered.store(true, Ordering::Relaxed);
+                if output.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            (ended, ()) = futures::future::join(carried, inbound) => ended,
+            // The local side's end is no end of the connection (no half-close).
+            () = outbound.then(|()| std::future::pending()) => unreachable!("the outbound copy never completes"),
         }
     }
 

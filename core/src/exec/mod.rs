@@ -28,6 +28,7 @@ pub(crate) mod output;
 mod permits;
 mod pod_liveness;
 mod portforward;
+pub(crate) mod relay;
 mod request;
 mod runs;
 mod runtime;

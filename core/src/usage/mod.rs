@@ -49,12 +49,16 @@ pub struct Usage {
     /// `memory.usage_in_bytes`).
     pub memory_bytes: u64,
     /// `memory_bytes` less inactive file pages, as the kubelet computes the
-    /// working set (what eviction and `kubectl top` use).
+    /// working set (what eviction and `kubectl top` use); `memory_bytes`
+    /// where there is no `memory.stat` (gVisor: its page cache is the
+    /// sandbox's own memory, so all of it is the working set).
     pub memory_working_set_bytes: u64,
     /// Memory limit; `None`: no limit.
     pub memory_limit_bytes: Option<u64>,
-    /// Processes the kernel's OOM killer ended in this cgroup.
-    pub oom_kills: u64,
+    /// Processes the kernel's OOM killer ended in this cgroup; `None` where
+    /// the runtime does not count them (gVisor's cgroupfs has neither
+    /// `memory.events` nor `memory.oom_control`).
+    pub oom_kills: Option<u64>,
     /// Tasks (processes and threads) now.
     pub pids: u64,
     /// Pid limit; `None`: no limit.
@@ -122,22 +126,14 @@ fn assemble(source: Source, readings: &[Reading]) -> Result<Usage> {
             }
         })
     };
-    let (memory, stat, inactive_key, events) = match source {
-        Source::Cgroup2 => {
-            (last.required("memory.current")?, last.required("memory.stat")?, "inactive_file", "memory.events")
-        }
-        Source::Cgroup1 => (
-            last.required("memory.usage_in_bytes")?,
-            last.required("memory.stat")?,
-            // The hierarchy's total, as the kubelet reads v1.
-            "total_inactive_file",
-            "memory.oom_control",
-        ),
+    let (memory, inactive_key, events) = match source {
+        Source::Cgroup2 => (last.required("memory.current")?, "inactive_file", "memory.events"),
+        // The hierarchy's total, as the kubelet reads v1.
+        Source::Cgroup1 => (last.required("memory.usage_in_bytes")?, "total_inactive_file", "memory.oom_control"),
     };
     let memory_bytes = number(memory.0, memory.1)?;
-    let inactive = keyed(stat.0, stat.1, inactive_key)?;
-    let (events_path, events) = last.required(events)?;
-    let oom_kills = keyed(events_path, events, "oom_kill")?;
+    let inactive = last.optional("memory.stat").map(|(p, c)| keyed(p, c, inactive_key)).transpose()?.unwrap_or(0);
+    let oom_kills = last.optional(events).map(|(p, c)| keyed(p, c, "oom_kill")).transpose()?;
     let (pids_path, pids) = last.required("pids.current")?;
     let pids = number(pids_path, pids)?;
     let pids_limit = last.optional("pids.max").map(|(p, c)| max_or_number(p, c)).transpose()?.flatten();
@@ -216,7 +212,7 @@ mod tests {
                 memory_bytes: 300_000_000,
                 memory_working_set_bytes: 200_000_000,
                 memory_limit_bytes: Some(2 << 30),
-                oom_kills: 2,
+                oom_kills: Some(2),
                 pids: 5,
                 pids_limit: Some(4096),
                 disk: Some((600 * 4096, 1000 * 4096)),
@@ -233,6 +229,22 @@ mod tests {
         );
         assert_eq!((u.memory_bytes, u.memory_working_set_bytes, u.memory_limit_bytes), (1000, 0, None));
         assert_eq!((u.pids, u.pids_limit, u.disk, u.timestamp_ms), (1, None, None, 2000.0));
+    }
+
+    #[test]
+    fn gvisor_has_no_memory_stat_nor_oom_counter() {
+        // What usage.sh printed in a gVisor pod of the real node.
+        let gvisor = V1
+            .replace(
+                "@/sys/fs/cgroup/memory/memory.stat\ncache 100\ninactive_file 7\ntotal_inactive_file 100000000\n",
+                "!/sys/fs/cgroup/memory/memory.stat\n",
+            )
+            .replace(
+                "@/sys/fs/cgroup/memory/memory.oom_control\noom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+                "!/sys/fs/cgroup/memory/memory.oom_control\n",
+            );
+        let u = usage_of(&gvisor).unwrap();
+        assert_eq!((u.memory_bytes, u.memory_working_set_bytes, u.oom_kills), (300_000_000, 300_000_000, None));
     }
 
     #[test]

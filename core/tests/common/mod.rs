@@ -37,6 +37,8 @@ pub(crate) struct LocalRuntime {
     cut: Arc<AtomicUsize>,
     /// Sessions started (execs a real runtime would make).
     runs: Arc<AtomicUsize>,
+    /// Environment set for every process, over this process's own.
+    env: Vec<(String, String)>,
 }
 
 impl LocalRuntime {
@@ -47,7 +49,15 @@ impl LocalRuntime {
             shell: vec!["/bin/sh".into()],
             cut: Arc::default(),
             runs: Arc::default(),
+            env: Vec::new(),
         }
+    }
+
+    /// The same runtime with `name=value` in every process's environment
+    /// (a `PATH` stands for an image with fewer tools).
+    pub(crate) fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// A counter of the sessions this runtime starts.
@@ -181,6 +191,7 @@ impl Runtime for LocalRuntime {
             let mut child = tokio::process::Command::new(&argv[0])
                 .args(&argv[1..])
                 .env("TMPDIR", &self.tmpdir)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -2,13 +2,14 @@
 //! constant that holds it as sent. `shell_scripts.rs` checks that this list
 //! and the `.sh` files agree.
 
-use sandbox_core::testing::{files, kill, process, wrapper};
+use sandbox_core::testing::{files, kill, process, relay, wrapper};
 
 /// `(source path under core/src/, text sent)` for every script.
 pub(crate) fn sent_scripts() -> Vec<(&'static str, &'static str)> {
     vec![
         ("exec/sh/wrapper.sh", wrapper::WRAPPER),
         ("exec/sh/kill.sh", kill::KILL),
+        ("exec/sh/relay.sh", relay::RELAY),
         ("process/sh/spawn.sh", process::scripts::SPAWN),
         ("process/sh/read.sh", process::scripts::READ),
         ("process/sh/wait.sh", process::scripts::WAIT),
