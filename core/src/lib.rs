@@ -43,6 +43,7 @@ mod ports;
 mod process;
 mod provider;
 mod sandbox;
+mod script_exit;
 mod sync;
 mod trace;
 pub mod transfer;
@@ -110,6 +111,10 @@ pub mod testing {
     /// `exec::kill`.
     pub mod kill {
         pub use crate::exec::kill::KILL;
+    }
+    /// `script_exit`: the in-pod scripts' exit statuses.
+    pub mod script_exit {
+        pub use crate::script_exit::*;
     }
     /// `exec::relay`.
     pub mod relay {

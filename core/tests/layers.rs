@@ -22,10 +22,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("trace", &[]),
     ("sync", &[]),
+    ("script_exit", &[]),
 ];
 
 /// Modules every module may use.
-const EVERYWHERE: &[&str] = &["trace", "sync"];
+const EVERYWHERE: &[&str] = &["trace", "sync", "script_exit"];
 
 /// Every `crate::<module>` named in code (not comments) under `path`.
 fn uses(path: &Path, found: &mut BTreeSet<String>) {

@@ -70,6 +70,39 @@ fn every_script_the_engine_sends_has_a_source_and_every_source_is_sent() {
     assert_eq!(sources, sent);
 }
 
+/// The numbers after `exit` (or `sys.exit(`, in relay.sh's Python) in `text`.
+fn exit_statuses(text: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for word in ["exit ", "exit(", "exit\t"] {
+        for (at, _) in text.match_indices(word) {
+            let digits: String = text[at + word.len()..].chars().take_while(char::is_ascii_digit).collect();
+            found.extend(digits.parse::<i32>());
+        }
+    }
+    found
+}
+
+#[test]
+fn every_status_a_script_exits_with_is_in_the_one_table() {
+    let table: BTreeSet<i32> = sandbox_core::testing::script_exit::ALL.iter().map(|(n, _)| *n).collect();
+    let mut checked = 0;
+    // Every source, sent on its own or not (usage, transfers, ports too).
+    for module in std::fs::read_dir(src()).unwrap() {
+        let Ok(scripts) = std::fs::read_dir(module.unwrap().path().join("sh")) else { continue };
+        for script in scripts {
+            let path = script.unwrap().path();
+            let source = std::fs::read_to_string(&path).unwrap();
+            for status in exit_statuses(&source).into_iter().filter(|n| (80..=125).contains(n)) {
+                assert!(table.contains(&status), "{}: exit {status} is not in core/src/script_exit.rs", path.display());
+                checked += 1;
+            }
+        }
+    }
+    // The scan finds what the scripts use (a broken scan finds nothing).
+    assert!(checked >= 20, "only {checked} statuses found");
+    assert_eq!(exit_statuses("a || exit 91; sys.exit(90)\nexit\t7"), [91, 90, 7]);
+}
+
 #[test]
 fn every_script_parses_in_dash_and_bash_posix() {
     for (path, sent) in scripts() {

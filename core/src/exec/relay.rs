@@ -24,14 +24,11 @@ use super::status::Completion;
 use super::wrapper::script_argv;
 use super::ExecTarget;
 use crate::error::{quoted, Error, ErrorCode, Result};
+use crate::script_exit::{MISSING_TOOL, NOTHING_LISTENS};
 use crate::sync::lock;
 
 /// Dials the port and copies bytes both ways; exit statuses below.
 pub const RELAY: &str = in_pod_script!("exec/sh/relay.sh");
-/// relay.sh: nothing listens on 127.0.0.1 or ::1.
-const NOTHING_LISTENS: i32 = 90;
-/// relay.sh: the image has none of the tools it can relay with.
-const MISSING_TOOL: i32 = 97;
 
 /// Most bytes the client may send before the node fails for them to be
 /// replayed to the relay (a request's head is far less); after more, the

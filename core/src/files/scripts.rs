@@ -1,21 +1,10 @@
 //! The file scripts (`core/src/files/sh/<name>.sh`). Paths arrive as `$1`,
 //! never spliced into the text; a path starting with `-` gets a `./` prefix
-//! so no tool takes it for an option. Our own exit codes (9x) report expected
-//! conditions; any other non-zero exit is a tool failure whose stderr becomes
-//! the error message.
+//! so no tool takes it for an option. Expected conditions are exit statuses
+//! of the one table (`script_exit`); any other non-zero exit is a tool
+//! failure whose stderr becomes the error message.
 
-/// The path does not exist.
-pub const NOT_FOUND: i32 = 91;
-/// The path is a directory where a file was expected.
-pub const IS_DIRECTORY: i32 = 92;
-/// The path exists and is not a directory where one was expected.
-pub const NOT_DIRECTORY: i32 = 93;
-/// The file is larger than the caller's limit (its size was printed first).
-pub const TOO_LARGE: i32 = 94;
-/// Fewer stdin bytes arrived than announced; nothing was replaced.
-pub const SHORT_WRITE: i32 = 95;
-/// The path is not a regular file (FIFO, socket, device).
-pub const NOT_REGULAR: i32 = 96;
+pub use crate::script_exit::{IS_DIRECTORY, NOT_DIRECTORY, NOT_FOUND, NOT_REGULAR, SHORT_WRITE, TOO_LARGE};
 
 /// `$1` path, `$2` byte limit, `$3` offset, `$4` length (empty: to the
 /// end). Prints the file's size on its own line, then the bytes of the range

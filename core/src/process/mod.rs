@@ -372,9 +372,9 @@ async fn stdin_call(
             Err(state("it no longer exists (its pod was suspended or deleted, or its record expired)"))
         }
         0 => Ok(()),
-        scripts::stdin_codes::NOT_OPEN => Err(state("it was spawned without `stdin: true`")),
-        scripts::stdin_codes::CLOSED => Err(state("its stdin was closed")),
-        scripts::stdin_codes::EXITED => Err(state("it has exited")),
+        scripts::STDIN_NOT_OPEN => Err(state("it was spawned without `stdin: true`")),
+        scripts::STDIN_CLOSED => Err(state("its stdin was closed")),
+        scripts::PROCESS_EXITED => Err(state("it has exited")),
         code => Err(script_failed(WHAT, code, stderr)),
     }
 }

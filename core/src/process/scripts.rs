@@ -62,15 +62,8 @@ pub const READ: &str = in_pod_script!("process/sh/read.sh");
 /// `$1` id.
 pub const WAIT: &str = in_pod_script!("process/sh/wait.sh");
 
-/// Exit codes of [`STDIN`] besides 0 and the [`READ`] `gone` line.
-pub mod stdin_codes {
-    /// The process was spawned without `stdin: true`.
-    pub const NOT_OPEN: i32 = 96;
-    /// `closeStdin` was called.
-    pub const CLOSED: i32 = 97;
-    /// The process has exited.
-    pub const EXITED: i32 = 98;
-}
+/// Exit statuses of [`STDIN`] besides 0 and the [`READ`] `gone` line.
+pub use crate::script_exit::{PROCESS_EXITED, STDIN_CLOSED, STDIN_NOT_OPEN};
 
 /// `$1` id, `$2` `write` (`$3` bytes follow on stdin) or `close`. Writes
 /// into the stdin FIFO (opened read-write, so it never blocks on open), or

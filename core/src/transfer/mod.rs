@@ -348,7 +348,7 @@ fn exit_status(code: i32, path: &str, op: &str, stderr: HeadBuffer) -> Result<()
     let message = |text: &str| format!("{op} {}: {text}", quoted(path));
     match code {
         0 => Ok(()),
-        scripts::NO_TAR => Err(Error::new(
+        scripts::MISSING_TOOL => Err(Error::new(
             ErrorCode::Unsupported,
             message("the sandbox image has no `tar` (transfers need it on the PATH)"),
         )),
@@ -640,7 +640,7 @@ mod tests {
     #[test]
     fn exit_codes_name_the_problem() {
         let e = |code| exit_status(code, "/w", "upload", HeadBuffer::new(10)).unwrap_err();
-        let no_tar = e(scripts::NO_TAR);
+        let no_tar = e(scripts::MISSING_TOOL);
         assert_eq!(no_tar.code, ErrorCode::Unsupported);
         assert!(no_tar.message.contains("`tar`"), "{}", no_tar.message);
         assert_eq!(e(scripts::NOT_EMPTY).code, ErrorCode::InvalidState);
@@ -668,7 +668,7 @@ mod tests {
                 .env("transfer_dir", bin.join("never"))
                 .status()
                 .unwrap();
-            assert_eq!(status.code(), Some(scripts::NO_TAR));
+            assert_eq!(status.code(), Some(scripts::MISSING_TOOL));
         }
         assert!(!bin.join("never").exists());
         std::fs::remove_dir_all(&bin).unwrap();

@@ -1,15 +1,10 @@
 //! The transfer scripts (`core/src/transfer/sh/<name>.sh`). Their arguments
 //! travel in the environment the exec wrapper exports (data, never script
 //! text), so they run through the wrapper: a transfer is killable like any
-//! command (abort, dropped connection). Exit codes 91 and 93 are the file
-//! scripts' (`files::scripts`); the rest are below.
+//! command (abort, dropped connection). Their exit statuses are the one
+//! table's (`script_exit`): MISSING_TOOL when the image has no `tar`.
 
-/// The image has no `tar`.
-pub(crate) const NO_TAR: i32 = 97;
-/// `overwrite: false` and the directory is not empty.
-pub(crate) const NOT_EMPTY: i32 = 98;
-/// `exclude` was given and the image's `tar` has no `--exclude` (BusyBox).
-pub(crate) const NO_EXCLUDE: i32 = 99;
+pub(crate) use crate::script_exit::{MISSING_TOOL, NOT_EMPTY, NO_EXCLUDE};
 
 /// Env `transfer_dir`, `transfer_overwrite`; stdin the framed archive
 /// (see [`super::Framer`]). Creates the directory and extracts into it with

@@ -17,15 +17,13 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::exec::output::HeadBuffer;
 use crate::exec::wrapper::script_argv;
 use crate::exec::{script_status, Call, ExecEngine, ExecTarget, Exit, Program, RunOptions, ScriptOutput};
+use crate::script_exit::MISSING_TOOL;
 use parse::{cfs_quota, cpu_max, keyed, max_or_number, number, v1_memory_limit, Reading};
 
 /// `$1` directory of the disk figures, `$2` seconds between two CPU
 /// readings (empty: one). Prints the cgroup version and readings of files
 /// (see the script); exit [`MISSING_TOOL`] with the tool's name.
 pub(crate) const USAGE: &str = in_pod_script!("usage/sh/usage.sh");
-
-/// A tool the script needs is not in the image; stdout names it.
-pub(crate) const MISSING_TOOL: i32 = 97;
 
 /// Most bytes the script may print (its files are a few KiB).
 const MAX_OUTPUT: usize = 64 * 1024;

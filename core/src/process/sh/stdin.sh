@@ -4,10 +4,10 @@
 #
 # needs: lib-record.sh
 
-# Exit codes: process/scripts.rs, stdin_codes.
-[ "$stdin_holder" = - ] && exit 96
-[ -e "$process_dir/0.c" ] && exit 97
-[ -f "$process_dir/x" ] && exit 98
+# Exit statuses: script_exit.rs (STDIN_NOT_OPEN, STDIN_CLOSED, PROCESS_EXITED).
+[ "$stdin_holder" = - ] && exit 89
+[ -e "$process_dir/0.c" ] && exit 88
+[ -f "$process_dir/x" ] && exit 87
 # The FIFO `0` stays open for writing in the stdin holder (a sleep) as long
 # as stdin is open: ending it gives the process EOF.
 if [ "$2" = close ]; then : >"$process_dir/0.c"; kill "$stdin_holder" 2>/dev/null; exit 0; fi
