@@ -45,6 +45,13 @@ export function directSandbox(extra = {}) {
   return { image, ...(runtimeClassName ? { runtimeClassName } : {}), ...extra };
 }
 
+/**
+ * BusyBox alone (dev/cluster/node/images.sh): the README's claim that
+ * /bin/sh and coreutils are all the image needs, and under gVisor the relay
+ * through BusyBox's nc.
+ */
+export const busyboxImage = "docker.io/library/busybox:1.35";
+
 /** The node sandboxes run on (a real kubelet: dev/cluster/node/realnode.sh). */
 export const node = process.env.SANDBOX_TEST_REAL_NODE ?? "real-node-0";
 

@@ -92,7 +92,11 @@ while True:
  * Prints what happened: "echo" (the bytes sent came back), "open" (TCP
  * connected; mode connect), "refused" (TCP RST or ICMP port unreachable: what
  * a REJECT rule answers), "timeout" (nothing came back in 5 s: a DROP), or
- * the errno's name (EHOSTUNREACH, ...).
+ * the errno's name (EHOSTUNREACH, ...). A datagram with no answer is
+ * "refused" too: the kernel rate-limits the ICMP a REJECT answers UDP with
+ * (net.ipv4.icmp_ratelimit), so probes that come fast can get none, and for
+ * UDP both say the same: the datagram was not let through (a server's echo
+ * is what says it was).
  */
 const PROBE = `
 import errno, socket, sys
@@ -116,7 +120,7 @@ try:
 except ConnectionRefusedError:
     print("refused")
 except socket.timeout:
-    print("timeout")
+    print("refused" if proto == "udp" else "timeout")
 except OSError as e:
     print(errno.errorcode.get(e.errno, str(e.errno)))
 `;

@@ -14,7 +14,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { after, before, describe, test } from "node:test";
 import { ErrorCode } from "@rivet-dev/sandbox-adapter-kubernetes";
-import { actorId, directSandbox, getObject, gvisor, kubectl, namespace, objectName, serverPort, skip } from "./cluster.mjs";
+import { actorId, busyboxImage, directSandbox, getObject, gvisor, kubectl, namespace, objectName, serverPort, skip } from "./cluster.mjs";
 import { provider, withSandbox } from "./sandbox-fixture.mjs";
 
 setFlagsFromString("--expose-gc");
@@ -582,6 +582,33 @@ esac
         assert.doesNotMatch(e.message, /[\0\x1b]/);
         return true;
       });
+    });
+  });
+});
+
+// An image with BusyBox alone: its httpd answers through the node's
+// port-forward under runc, and under gVisor through the relay, whose only
+// tool there is BusyBox's nc.
+describe("ports in a BusyBox-only image", { skip, timeout: 300_000 }, () => {
+  test("BusyBox httpd answers fetch and forward", async () => {
+    const { p } = provider({ sandbox: directSandbox({ image: busyboxImage }), suspend: "none", cwd: "/tmp" });
+    await withSandbox(p, "ports-busybox", async (c, boxId) => {
+      const box = await p.connect(c, boxId);
+      const port = serverPort();
+      // httpd forks into the background and the exec returns.
+      const r = await box.exec(`mkdir -p www && echo hello from busybox > www/index.html && httpd -p 127.0.0.1:${port} -h www`);
+      assert.equal(r.exitCode, 0, r.stderr);
+      await listening(box, port);
+      const res = await box.fetch(port, "/index.html");
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), "hello from busybox\n");
+      const f = await box.forward(port);
+      try {
+        const viaForward = await fetch(`${f.url}/index.html`);
+        assert.equal(await viaForward.text(), "hello from busybox\n");
+      } finally {
+        await f.close();
+      }
     });
   });
 });

@@ -35,9 +35,9 @@ const EXPECTED = [
   [S, "delete", ["create", "destroy"]],
   ["sandboxwarmpools.extensions.agents.x-k8s.io", "get", ["create"]],
   ["sandboxtemplates.extensions.agents.x-k8s.io", "get", ["create"]],
-  ["pods", "get", ["create", "connect", "destroy"]],
-  ["pods", "list", ["create", "connect", "destroy"]],
-  ["pods", "watch", ["create", "connect", "destroy"]],
+  ["pods", "get", ["create", "suspend", "connect", "destroy"]],
+  ["pods", "list", ["create", "suspend", "connect", "destroy"]],
+  ["pods", "watch", ["create", "suspend", "connect", "destroy"]],
   ["pods", "delete", ["create", "destroy"]],
   ["networkpolicies.networking.k8s.io", "list", []], // only the preflight's warning needs it
   ["pods/exec", "get", ["connect"]],

@@ -1,4 +1,4 @@
-// npm run bench -- --ports   (or: node bench/ports.mjs)
+// npm run bench -- --ports   (or: node bench/ports.mjs [--quick] [--runtimes=runc,gvisor])
 //
 // Ports (issue 20): a node server started with spawn in one sandbox, reached
 // through this package (sandbox.fetch, sandbox.forward) and through
@@ -8,7 +8,11 @@
 //   - 100 small requests, each on its own connection (so each its own
 //     tunnel), by one Node client through sandbox.forward and through
 //     kubectl port-forward.
-// Writes bench/results/ports.{json,md}.
+// With --runtimes, once per runtime: runc (namespace agents) and gVisor
+// (agents-gvisor, where the node cannot forward: the package goes through
+// its exec relay, and kubectl port-forward cannot connect at all).
+// Writes bench/results/ports.{json,md}, with --runtimes
+// bench/results/ports-runtimes.{json,md}.
 
 import { execFile, spawn } from "node:child_process";
 import http from "node:http";
@@ -41,16 +45,11 @@ const { agentSandboxProvider } = await import("../index.js");
 const execFileP = promisify(execFile);
 const kubectl = process.env.SANDBOX_TEST_KUBECTL || "kubectl";
 const log = (...a) => console.error("[bench ports]", ...a);
-
-const p = agentSandboxProvider({ namespace: "agents", warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
-const ctx = { actorId: `bench-ports-${Date.now().toString(36)}`, client() {} };
-const id = await p.create(ctx);
-const sandbox = await p.connect(ctx, id);
-// The claim's Sandbox names the pod.
-const claim = id.split("/")[1];
-const pod = (await execFileP(kubectl, ["get", "-n", "agents", "sandboxclaims.extensions.agents.x-k8s.io", claim, "-o", "jsonpath={.status.sandbox.name}"])).stdout.trim();
-const rows = {};
-const add = (key, value) => (rows[key] ??= []).push(value);
+const runtimesArg = process.argv.find((a) => a.startsWith("--runtimes="));
+/** Runtime name → its sandbox namespace (dev/cluster/cluster.sh). */
+const NAMESPACES = { runc: "agents", gvisor: process.env.SANDBOX_TEST_GVISOR_NAMESPACE || "agents-gvisor" };
+const runtimes = runtimesArg ? runtimesArg.slice("--runtimes=".length).split(",") : ["runc"];
+for (const r of runtimes) if (!NAMESPACES[r]) throw new Error(`--runtimes: unknown runtime ${r} (runc, gvisor)`);
 
 /** `curl` of /big through a local port: ms. */
 async function curlBig(port) {
@@ -74,8 +73,8 @@ async function small(port) {
 }
 
 /** kubectl port-forward to a free local port; resolves once it forwards. */
-async function kubectlForward() {
-  const child = spawn(kubectl, ["port-forward", "-n", "agents", `pod/${pod}`, `:${PORT}`], { stdio: ["ignore", "pipe", "inherit"] });
+async function kubectlForward(namespace, pod) {
+  const child = spawn(kubectl, ["port-forward", "-n", namespace, `pod/${pod}`, `:${PORT}`], { stdio: ["ignore", "pipe", "inherit"] });
   const port = await new Promise((resolve, reject) => {
     child.stdout.on("data", (d) => {
       const m = /127\.0\.0\.1:(\d+)/.exec(String(d));
@@ -86,63 +85,94 @@ async function kubectlForward() {
   return { port, close: () => child.kill() };
 }
 
-try {
-  await sandbox.spawn(`exec node -e '${SERVER}' ${PORT}`);
-  while (!(await sandbox.listeningPorts()).some((x) => x.port === PORT)) await new Promise((r) => setTimeout(r, 100));
-  for (let rep = 0; rep < REPS; rep++) {
-    log(`repetition ${rep + 1}/${REPS}`);
-    // sandbox.fetch of the big body, as a web stream.
-    global.gc?.();
-    const rss0 = process.memoryUsage().rss;
-    let peak = rss0;
-    let t0 = performance.now();
-    const r = await sandbox.fetch(PORT, "/big");
-    let n = 0;
-    for await (const chunk of r.body) {
-      n += chunk.length;
-      peak = Math.max(peak, process.memoryUsage().rss);
-    }
-    if (n !== BIG) throw new Error(`fetch got ${n} bytes`);
-    add("fetch-64MiB package fetch ms", performance.now() - t0);
-    add("fetch-64MiB package fetch rss MiB", (peak - rss0) / MiB);
+/** Every measurement in one sandbox of `namespace`: the medians, by row. */
+async function measure(namespace) {
+  const p = agentSandboxProvider({ namespace, warmPool: "pool-ephemeral", suspend: "none", cwd: "/tmp" });
+  const ctx = { actorId: `bench-ports-${Date.now().toString(36)}`, client() {} };
+  const id = await p.create(ctx);
+  const sandbox = await p.connect(ctx, id);
+  // The claim's Sandbox names the pod.
+  const claim = id.split("/")[1];
+  const pod = (await execFileP(kubectl, ["get", "-n", namespace, "sandboxclaims.extensions.agents.x-k8s.io", claim, "-o", "jsonpath={.status.sandbox.name}"])).stdout.trim();
+  const rows = {};
+  const add = (key, value) => (rows[key] ??= []).push(value);
+  // kubectl port-forward cannot reach a gVisor sandbox's network: its rows stay empty there.
+  const kubectlWorks = namespace === NAMESPACES.runc;
+  try {
+    await sandbox.spawn(`exec node -e '${SERVER}' ${PORT}`);
+    while (!(await sandbox.listeningPorts()).some((x) => x.port === PORT)) await new Promise((r) => setTimeout(r, 100));
+    for (let rep = 0; rep < REPS; rep++) {
+      log(`repetition ${rep + 1}/${REPS}`);
+      // sandbox.fetch of the big body, as a web stream.
+      global.gc?.();
+      const rss0 = process.memoryUsage().rss;
+      let peak = rss0;
+      let t0 = performance.now();
+      const r = await sandbox.fetch(PORT, "/big");
+      let n = 0;
+      for await (const chunk of r.body) {
+        n += chunk.length;
+        peak = Math.max(peak, process.memoryUsage().rss);
+      }
+      if (n !== BIG) throw new Error(`fetch got ${n} bytes`);
+      add("fetch-64MiB package fetch ms", performance.now() - t0);
+      add("fetch-64MiB package fetch rss MiB", (peak - rss0) / MiB);
 
-    const f = await sandbox.forward(PORT);
-    const kf = await kubectlForward();
-    try {
-      add("fetch-64MiB package forward+curl ms", await curlBig(f.localPort));
-      add("fetch-64MiB kubectl port-forward+curl ms", await curlBig(kf.port));
-      t0 = performance.now();
-      const mine = await small(f.localPort);
-      add("small-100 package forward total ms", performance.now() - t0);
-      add("small-100 package forward p50 ms", percentile(mine, 50));
-      t0 = performance.now();
-      const theirs = await small(kf.port);
-      add("small-100 kubectl port-forward total ms", performance.now() - t0);
-      add("small-100 kubectl port-forward p50 ms", percentile(theirs, 50));
-    } finally {
-      kf.close();
-      await f.close();
+      const f = await sandbox.forward(PORT);
+      const kf = kubectlWorks ? await kubectlForward(namespace, pod) : undefined;
+      try {
+        add("fetch-64MiB package forward+curl ms", await curlBig(f.localPort));
+        if (kf) add("fetch-64MiB kubectl port-forward+curl ms", await curlBig(kf.port));
+        t0 = performance.now();
+        const mine = await small(f.localPort);
+        add("small-100 package forward total ms", performance.now() - t0);
+        add("small-100 package forward p50 ms", percentile(mine, 50));
+        if (kf) {
+          t0 = performance.now();
+          const theirs = await small(kf.port);
+          add("small-100 kubectl port-forward total ms", performance.now() - t0);
+          add("small-100 kubectl port-forward p50 ms", percentile(theirs, 50));
+        }
+      } finally {
+        kf?.close();
+        await f.close();
+      }
     }
+  } finally {
+    await p.destroy(ctx, id);
   }
-} finally {
-  await p.destroy(ctx, id);
+  return { rows, medians: Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, percentile(v, 50)])) };
 }
 
-const median = (xs) => percentile(xs, 50);
-const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
-const mbs = (ms) => round(BIG / MiB / (ms / 1000), 1);
-const md = [
-  `# Ports (${new Date().toISOString()}, ${REPS} repetitions, medians)`,
-  "",
-  "| Measurement | package | kubectl port-forward + curl | ratio (kubectl / package) |",
-  "|---|---|---|---|",
-  `| 64 MiB body, sandbox.fetch (web stream) | ${mbs(m["fetch-64MiB package fetch ms"])} MiB/s, RSS +${round(m["fetch-64MiB package fetch rss MiB"], 1)} MiB | ${mbs(m["fetch-64MiB kubectl port-forward+curl ms"])} MiB/s | ${round(m["fetch-64MiB kubectl port-forward+curl ms"] / m["fetch-64MiB package fetch ms"], 2)} |`,
-  `| 64 MiB body, curl through sandbox.forward | ${mbs(m["fetch-64MiB package forward+curl ms"])} MiB/s | ${mbs(m["fetch-64MiB kubectl port-forward+curl ms"])} MiB/s | ${round(m["fetch-64MiB kubectl port-forward+curl ms"] / m["fetch-64MiB package forward+curl ms"], 2)} |`,
-  `| 100 small requests through forward, one connection each | ${round(m["small-100 package forward total ms"], 0)} ms (p50 ${round(m["small-100 package forward p50 ms"], 1)} ms) | ${round(m["small-100 kubectl port-forward total ms"], 0)} ms (p50 ${round(m["small-100 kubectl port-forward p50 ms"], 1)} ms) | ${round(m["small-100 kubectl port-forward total ms"] / m["small-100 package forward total ms"], 2)} |`,
-  "",
-].join("\n");
+const mbs = (ms) => (ms === undefined ? "—" : `${round(BIG / MiB / (ms / 1000), 1)} MiB/s`);
+const ratio = (a, b) => (a === undefined || b === undefined ? "—" : round(a / b, 2));
+const results = {};
+for (const runtime of runtimes) {
+  log(`runtime ${runtime} (namespace ${NAMESPACES[runtime]})`);
+  results[runtime] = await measure(NAMESPACES[runtime]);
+}
+/** One runtime's table. */
+function table(m) {
+  const smallRow = (who) =>
+    m[`small-100 ${who} total ms`] === undefined
+      ? "— (cannot connect)"
+      : `${round(m[`small-100 ${who} total ms`], 0)} ms (p50 ${round(m[`small-100 ${who} p50 ms`], 1)} ms)`;
+  return [
+    "| Measurement | package | kubectl port-forward + curl | ratio (kubectl / package) |",
+    "|---|---|---|---|",
+    `| 64 MiB body, sandbox.fetch (web stream) | ${mbs(m["fetch-64MiB package fetch ms"])}, RSS +${round(m["fetch-64MiB package fetch rss MiB"], 1)} MiB | ${mbs(m["fetch-64MiB kubectl port-forward+curl ms"])} | ${ratio(m["fetch-64MiB kubectl port-forward+curl ms"], m["fetch-64MiB package fetch ms"])} |`,
+    `| 64 MiB body, curl through sandbox.forward | ${mbs(m["fetch-64MiB package forward+curl ms"])} | ${mbs(m["fetch-64MiB kubectl port-forward+curl ms"])} | ${ratio(m["fetch-64MiB kubectl port-forward+curl ms"], m["fetch-64MiB package forward+curl ms"])} |`,
+    `| 100 small requests through forward, one connection each | ${smallRow("package forward")} | ${smallRow("kubectl port-forward")} | ${ratio(m["small-100 kubectl port-forward total ms"], m["small-100 package forward total ms"])} |`,
+  ];
+}
+const md = [`# Ports (${new Date().toISOString()}, ${REPS} repetitions, medians)`, ""];
+for (const runtime of runtimes) {
+  if (runtimesArg) md.push(`## ${runtime === "gvisor" ? "gVisor (the package's exec relay)" : "runc (pods/portforward)"}`, "");
+  md.push(...table(results[runtime].medians), "");
+}
+const name = runtimesArg ? "ports-runtimes" : "ports";
 mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
-writeFileSync(new URL("./results/ports.json", import.meta.url), JSON.stringify({ rows, medians: m }, null, 1) + "\n");
-writeFileSync(new URL("./results/ports.md", import.meta.url), md);
-process.stdout.write(md);
+writeFileSync(new URL(`./results/${name}.json`, import.meta.url), JSON.stringify(runtimesArg ? results : results.runc, null, 1) + "\n");
+writeFileSync(new URL(`./results/${name}.md`, import.meta.url), md.join("\n"));
+process.stdout.write(md.join("\n"));
 process.exit(0);

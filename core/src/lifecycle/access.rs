@@ -104,9 +104,13 @@ pub(crate) fn resume(warm: bool) -> Vec<Need> {
 
 /// `suspend`: the read (from the shared watch, or a GET while it is not
 /// live: so `get` is needed, or whether suspend works would depend on which
-/// came first), the patch and the wait for the pod to go.
+/// came first), the patch and the wait for the pod to go (the Sandbox's
+/// condition, then the pod itself).
 pub(crate) fn suspend() -> Vec<Need> {
-    vec![(Resource::of(Kind::Sandbox), &["get", "patch", "list", "watch"][..])]
+    vec![
+        (Resource::of(Kind::Sandbox), &["get", "patch", "list", "watch"][..]),
+        (Resource::PODS, &["get", "list", "watch"][..]),
+    ]
 }
 
 /// How long a review's answer serves later calls: a burst of creates makes
@@ -252,7 +256,7 @@ mod tests {
     #[test]
     fn missing_names_each_lacking_verb_and_resource() {
         let rules = [rule(&[SANDBOX_GROUP], &["sandboxes"], &["patch", "list"])];
-        assert_eq!(missing(&rules, &suspend()), ["get, watch sandboxes.agents.x-k8s.io"]);
+        assert_eq!(missing(&rules, &suspend()), ["get, watch sandboxes.agents.x-k8s.io", "get, list, watch pods"]);
         let all = missing(&[], &resume(true));
         assert_eq!(
             all,

@@ -1,6 +1,7 @@
 //! `suspend`: `operatingMode: Suspended` on the Sandbox (its pod goes, its
 //! volumes stay), and the wait for it that a resuming `connect` shares.
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -73,8 +74,8 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Waits for `Suspended=True` at the current generation; `false` if the
-    /// Sandbox is gone.
+    /// Waits for `Suspended=True` at the current generation, then for the
+    /// pod to be gone; `false` if the Sandbox is gone.
     pub(super) async fn wait_suspended(&self, ns: &str, name: &str, deadline: Instant, ev: &Emitter) -> Result<bool> {
         let mut sandboxes = self.caches.sandboxes.watch_named(name, None);
         let what = format!("sandbox {ns}/{name} to finish suspending");
@@ -85,7 +86,22 @@ impl Lifecycle {
                 Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
             })
         };
-        waits::wait(&mut sandboxes, deadline, &what, step, |w| ev.emit(EventKind::Waiting, Some(name), None, Some(w)))
-            .await
+        let waiting = |w: &str| ev.emit(EventKind::Waiting, Some(name), None, Some(w));
+        if !waits::wait(&mut sandboxes, deadline, &what, step, waiting).await? {
+            return Ok(false);
+        }
+        // agent-sandbox reports Suspended once it has deleted the pod, which
+        // a real node then stops within its grace period: a resume before
+        // the pod is gone would meet the old one (its name is the Sandbox's),
+        // and an exec in it dies with it.
+        let mut pods = self.caches.pods.watch_named(name, None);
+        let what = format!("the pod of sandbox {ns}/{name} to be gone");
+        let step = |pod: Option<Pod>| {
+            Some(match pod {
+                None => Step::Done(true),
+                Some(_) => Step::Waiting("waiting for the pod to terminate".into()),
+            })
+        };
+        waits::wait(&mut pods, deadline, &what, step, waiting).await
     }
 }
