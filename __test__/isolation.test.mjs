@@ -480,29 +480,35 @@ describe("isolation on the local cluster", { skip, timeout: 600_000 }, () => {
     });
   });
 
-  test("direct mode runs restricted by default: the node applies its user, fsGroup, no_new_privs and dropped capabilities", async () => {
-    const { p } = provider({ sandbox: { image: IMAGE, volume: { size: "1Gi" } }, suspend: "none" });
-    await withSandbox(p, "restricted", async (ctx, id) => {
-      const spec = getObject(S, objectName(id)).spec.podTemplate.spec;
-      assert.deepEqual(spec.securityContext, {
-        runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, fsGroupChangePolicy: "OnRootMismatch",
-        seccompProfile: { type: "RuntimeDefault" },
+  // Under runc and under gVisor (RuntimeClass `gvisor`, allowed in this
+  // namespace: its policy requires none).
+  for (const runtimeClassName of [undefined, "gvisor"]) {
+    test(`direct mode runs restricted by default${runtimeClassName ? " under gVisor" : ""}: the node applies its user, fsGroup, no_new_privs and dropped capabilities`, async () => {
+      const { p } = provider({ sandbox: { image: IMAGE, volume: { size: "1Gi" }, ...(runtimeClassName && { runtimeClassName }) }, suspend: "none" });
+      await withSandbox(p, `restricted${runtimeClassName ? "-gvisor" : ""}`, async (ctx, id) => {
+        const spec = getObject(S, objectName(id)).spec.podTemplate.spec;
+        assert.deepEqual(spec.securityContext, {
+          runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, fsGroupChangePolicy: "OnRootMismatch",
+          seccompProfile: { type: "RuntimeDefault" },
+        });
+        assert.equal(spec.enableServiceLinks, false);
+        const sandbox = await p.connect(ctx, id);
+        // Seccomp 2: the runtime applied RuntimeDefault (filter mode). gVisor
+        // applies no filter inside its sandbox (0): the Sentry, which serves
+        // every system call, runs under its own (docs/runtimes.md).
+        assert.deepEqual(await status(sandbox, "Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapEff", "CapBnd"), {
+          Uid: "1000\t1000\t1000\t1000", Gid: "1000\t1000\t1000\t1000", Groups: "1000", NoNewPrivs: "1", Seccomp: runtimeClassName ? "0" : "2",
+          CapEff: "0000000000000000", CapBnd: "0000000000000000",
+        });
+        // The workspace is the fsGroup's; /tmp and /dev/shm (the provider's own records) are everyone's.
+        assert.equal(await sh(sandbox, "stat -c '%a %g' /workspace /tmp /dev/shm"), "2777 1000\n1777 0\n1777 0\n");
+        await sh(sandbox, "echo w > /workspace/f && echo t > /tmp/f && echo s > /dev/shm/f && mkdir -p /workspace/d/e");
+        assert.equal((await sandbox.exec("touch /etc/x || touch /f", { cwd: "/" })).exitCode, 1, "nothing else is writable");
+        const spawned = await sandbox.spawn("id -u");
+        assert.equal((await spawned.wait()).exitCode, 0);
       });
-      assert.equal(spec.enableServiceLinks, false);
-      const sandbox = await p.connect(ctx, id);
-      // Seccomp 2: the runtime applied RuntimeDefault (filter mode).
-      assert.deepEqual(await status(sandbox, "Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapEff", "CapBnd"), {
-        Uid: "1000\t1000\t1000\t1000", Gid: "1000\t1000\t1000\t1000", Groups: "1000", NoNewPrivs: "1", Seccomp: "2",
-        CapEff: "0000000000000000", CapBnd: "0000000000000000",
-      });
-      // The workspace is the fsGroup's; /tmp and /dev/shm (the provider's own records) are everyone's.
-      assert.equal(await sh(sandbox, "stat -c '%a %g' /workspace /tmp /dev/shm"), "2777 1000\n1777 0\n1777 0\n");
-      await sh(sandbox, "echo w > /workspace/f && echo t > /tmp/f && echo s > /dev/shm/f && mkdir -p /workspace/d/e");
-      assert.equal((await sandbox.exec("touch /etc/x || touch /f", { cwd: "/" })).exitCode, 1, "nothing else is writable");
-      const spawned = await sandbox.spawn("id -u");
-      assert.equal((await spawned.wait()).exitCode, 0);
     });
-  });
+  }
 
   test('a "baseline" pod in a namespace that enforces restricted fails connect at once; under baseline it runs as root, capabilities cut', async () => {
     const { p } = provider({ sandbox: { image: IMAGE, securityProfile: "baseline" }, suspend: "none" });
