@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
@@ -60,6 +61,11 @@ func setSize(master *os.File, size remotecommand.TerminalSize) error {
 	})
 }
 
+// firstSizeWait bounds the wait for a terminal's first size: the resize
+// stream's reader delivers it a moment after the exec starts, later on a
+// loaded machine (a test saw "size 0 0" when it was only taken if queued).
+const firstSizeWait = 2 * time.Second
+
 // attachTTY starts c with start on a new pseudo-terminal, the way a
 // container runtime runs a TTY exec, and waits for it:
 //
@@ -68,9 +74,11 @@ func setSize(master *os.File, size remotecommand.TerminalSize) error {
 //     owned by its uid and gid (-1: unchanged) as in a container, so
 //     stderr arrives merged into out, job control and Ctrl-C work, and
 //     its exit status is reported as for any exec;
-//   - sizes from the resize channel are applied as they come; one already
-//     queued when the exec starts is applied before the process starts, so
-//     it never reads its first byte at the default size;
+//   - sizes from the resize channel are applied as they come; the first is
+//     awaited before the process starts (it comes right behind the
+//     request: kubectl and the provider send it first), so the process
+//     never reads its first byte at the default size; a client that sends
+//     none gets the default after firstSizeWait;
 //   - input is copied to the master as it comes; the client closing stdin
 //     does not close the master (that would hang the terminal up);
 //   - the exec ends once the process has exited and the terminal's output
@@ -90,12 +98,15 @@ func attachTTY(ctx context.Context, c *exec.Cmd, start func(*exec.Cmd) error, ui
 		_, _ = master.Close(), slave.Close()
 		return fmt.Errorf("give the pty to the exec's user: %w", err)
 	}
-	select {
-	case size, ok := <-resize:
-		if ok {
-			_ = setSize(master, size)
+	if resize != nil {
+		select {
+		case size, ok := <-resize:
+			if ok {
+				_ = setSize(master, size)
+			}
+		case <-ctx.Done():
+		case <-time.After(firstSizeWait):
 		}
-	default:
 	}
 	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
 	if c.SysProcAttr == nil {
